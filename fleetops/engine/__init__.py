@@ -1,0 +1,4 @@
+"""The engine: inventory, playbook, templating, executor, connection, results.
+
+Nothing in this package knows about Hermes.
+"""

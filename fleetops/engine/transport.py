@@ -1,0 +1,66 @@
+"""The connection contract every transport (SSH, local) fulfils.
+
+The executor and the modules only ever see this interface, so a task runs the
+same way over SSH to a host and on the controller (`delegate_to: localhost`).
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+
+
+@dataclass
+class CommandResult:
+    rc: int
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool = False
+
+
+@dataclass
+class ConnParams:
+    """Everything needed to reach one host, resolved from inventory vars and ~/.ssh/config."""
+
+    name: str                    # inventory hostname
+    address: str                 # ansible_host / HostName, else name
+    port: int = 22
+    user: str | None = None      # None: the controller's user
+    key_file: str | None = None
+    python: str | None = None    # ansible_python_interpreter; None: discover
+    become_user: str | None = None
+    proxy_jump: str | None = None
+    known_hosts: str | None = None  # fleetops_known_hosts var / --known-hosts; None: ~/.ssh/known_hosts
+    accept_new_host_keys: bool = False
+    connect_timeout: float = 10.0
+    command_timeout: float = 600.0
+    keepalive: int = 15
+    extra: dict = field(default_factory=dict)
+
+
+class Transport(abc.ABC):
+    """One open connection to one host, reused by every task of a run.
+
+    Implementations must be safe to call from one worker thread at a time
+    (the executor never runs two tasks on one host at once).
+    """
+
+    params: ConnParams
+
+    @abc.abstractmethod
+    def connect(self) -> None:
+        """Open the connection. Raises fleetops.errors.Unreachable with a one-line reason."""
+
+    @abc.abstractmethod
+    def run(self, command: str, stdin: bytes | None = None, timeout: float | None = None) -> CommandResult:
+        """Run a shell command line (already quoted by the caller) and collect its output.
+
+        A dropped connection raises Unreachable; a timeout returns timed_out=True, rc=-1.
+        """
+
+    @abc.abstractmethod
+    def get_file(self, remote_path: str, local_path: str) -> None:
+        """Copy a host file to the controller (used by the `fetch` module)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Close; idempotent."""
