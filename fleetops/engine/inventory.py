@@ -1,0 +1,864 @@
+"""Ansible-compatible inventory: YAML or INI, plus group_vars/ and host_vars/ beside it.
+
+Existing Ansible inventories must work unchanged, so parsing, host ranges, value
+literals and variable precedence follow ansible-core (checked against 2.19).
+Where Ansible only warns (a misspelt key in a YAML group) we stop with BadInput:
+a silently dropped host is worse than one error line for a fleet repair tool.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import os
+import re
+import shlex
+import string
+import warnings
+
+import yaml
+
+from fleetops.errors import BadInput
+from fleetops.engine import patterns as _patterns
+from fleetops.engine import sshconfig as _sshconfig
+from fleetops.engine.transport import ConnParams
+
+VARS_EXTENSIONS = (".yml", ".yaml", ".json")
+YAML_EXTENSIONS = (".yml", ".yaml", ".json")
+INI_EXTENSIONS = (".ini",)
+GROUP_KEYS = ("hosts", "children", "vars")
+
+
+# --------------------------------------------------------------------------- model
+
+class Group:
+    """A group: its own members, its place in the tree and its variables by source."""
+
+    def __init__(self, name: str, where: str | None = None):
+        self.name = name
+        self.where = where                 # first declaration, "file:line:col"
+        self.hosts: list[str] = []         # direct members, declaration order
+        self.children: list[str] = []
+        self.parents: list[str] = []
+        self.depth = 0                     # longest path from `all`
+        self.priority = 1                  # ansible_group_priority (inventory file only)
+        self.inventory_vars: dict = {}     # from the inventory file
+        self.inventory_where: dict = {}
+        self.file_vars: dict = {}          # from group_vars/<name>
+        self.file_where: dict = {}
+
+    @property
+    def vars(self) -> dict:
+        """Inventory-file vars overlaid by group_vars/ (the order Ansible applies them)."""
+        merged = dict(self.inventory_vars)
+        merged.update(self.file_vars)
+        return merged
+
+    def sort_key(self):
+        return (self.depth, self.priority, self.name)
+
+    def __repr__(self) -> str:
+        return f"Group({self.name!r})"
+
+
+class Host:
+    """A host: its own variables by source and every group it is in."""
+
+    def __init__(self, name: str, where: str | None = None):
+        self.name = name
+        self.where = where
+        self.groups: list[str] = []        # incl. ancestors and `all`, sorted like Ansible's sort_groups
+        self.inventory_vars: dict = {}     # from the inventory file (later declarations win)
+        self.inventory_where: dict = {}
+        self.file_vars: dict = {}          # from host_vars/<name>
+        self.file_where: dict = {}
+
+    @property
+    def vars(self) -> dict:
+        """The host's own merged vars: inventory file, then host_vars/."""
+        merged = dict(self.inventory_vars)
+        merged.update(self.file_vars)
+        return merged
+
+    def __repr__(self) -> str:
+        return f"Host({self.name!r})"
+
+
+class Inventory:
+    """Hosts and groups of one inventory file, with Ansible's variable resolution."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.hosts: dict[str, Host] = {}
+        self.groups: dict[str, Group] = {}
+        self._ssh_configs: dict = {}
+
+    # -- variables
+
+    def _host(self, hostname: str) -> Host:
+        try:
+            return self.hosts[hostname]
+        except KeyError:
+            raise BadInput(f"unknown host '{hostname}' (not in the inventory)", where=self.path) from None
+
+    def _layers(self, hostname: str):
+        """(vars, where) pairs lowest precedence first, as ansible-core's VariableManager merges them.
+
+        Ansible order: inventory-file vars of `all`, inventory-file vars of the
+        host's other groups, group_vars/all, group_vars/<group>, inventory-file
+        host vars, host_vars/<host>. Groups sort by depth, priority, name.
+        """
+        host = self._host(hostname)
+        groups = [self.groups[g] for g in host.groups if g != "all"]
+        all_group = self.groups["all"]
+        yield all_group.inventory_vars, all_group.inventory_where
+        for g in groups:
+            yield g.inventory_vars, g.inventory_where
+        yield all_group.file_vars, all_group.file_where
+        for g in groups:
+            yield g.file_vars, g.file_where
+        yield host.inventory_vars, host.inventory_where
+        yield host.file_vars, host.file_where
+
+    def get_vars(self, hostname: str) -> dict:
+        """Every inventory variable of a host (a deep copy), plus the inventory magic vars."""
+        out: dict = {}
+        for layer, _ in self._layers(hostname):
+            out.update(layer)
+        out = copy.deepcopy(out)
+        host = self.hosts[hostname]
+        out["inventory_hostname"] = hostname
+        out["inventory_hostname_short"] = hostname.split(".", 1)[0]
+        out["group_names"] = sorted(g for g in host.groups if g != "all")
+        return out
+
+    def var_origins(self, hostname: str) -> dict:
+        """Where each of a host's variables was set ("file:line:col" or "file"), for error lines."""
+        out: dict = {}
+        for layer, where in self._layers(hostname):
+            for key in layer:
+                out[key] = where.get(key)
+        return out
+
+    # -- groups and patterns
+
+    def group_hosts(self, name: str) -> list[str]:
+        """All hosts of a group and its descendants, in Ansible's order (own hosts first)."""
+        if name == "all":
+            return list(self.hosts)
+        seen: set = set()
+        out: list[str] = []
+        order = [name]
+        i = 0
+        while i < len(order):
+            for child in self.groups[order[i]].children:
+                if child not in order:
+                    order.append(child)
+            i += 1
+        for gname in order:
+            for h in self.groups[gname].hosts:
+                if h not in seen:
+                    seen.add(h)
+                    out.append(h)
+        return out
+
+    def groups_map(self) -> dict:
+        """Ansible's `groups` magic variable: group name -> host names (incl. `all`, `ungrouped`)."""
+        return {name: self.group_hosts(name) for name in self.groups}
+
+    def select(self, pattern: str) -> list:
+        """Host names matching an Ansible host pattern, in inventory order."""
+        return _patterns.match(pattern, self)
+
+    # -- connection
+
+    def connection_params(self, hostname: str, ssh_config_path: str | None = None,
+                          render=None) -> ConnParams:
+        """Resolve how to reach a host: fleetops_* vars > ansible_* vars > ssh_config > defaults.
+
+        `render`, if given, templates a variable value (the executor passes its
+        Jinja2 renderer); without it a templated connection variable is BadInput.
+        """
+        variables = self.get_vars(hostname)
+        origins = self.var_origins(hostname)
+
+        def pick(*names):
+            for n in names:
+                value = variables.get(n)
+                if value is None or value == "":
+                    continue
+                if isinstance(value, str) and ("{{" in value or "{%" in value):
+                    if render is None:
+                        raise BadInput(f"host '{hostname}': connection variable '{n}' is a template "
+                                       f"({value!r}); it must be resolved by the executor",
+                                       where=origins.get(n) or self.path)
+                    value = render(value)
+                return n, value
+            return None, None
+
+        def bad(name, msg):
+            return BadInput(f"host '{hostname}': variable '{name}' {msg}", where=origins.get(name) or self.path)
+
+        def as_str(name, value):
+            if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+                raise bad(name, f"must be a string, got {_kind(value)}")
+            return str(value)
+
+        host_var, host_value = pick("fleetops_host", "ansible_host", "ansible_ssh_host")
+        lookup_key = as_str(host_var, host_value) if host_var else hostname
+        ssh = _sshconfig.lookup(lookup_key, ssh_config_path, cache=self._ssh_configs)
+
+        port_var, port_value = pick("fleetops_port", "ansible_port", "ansible_ssh_port")
+        if port_var:
+            port = _int_port(port_value)
+            if port is None:
+                raise bad(port_var, f"must be an integer port 1-65535, got {port_value!r}")
+        else:
+            port = ssh.port or 22
+
+        user_var, user_value = pick("fleetops_user", "ansible_user", "ansible_ssh_user")
+        user = as_str(user_var, user_value) if user_var else ssh.user
+
+        key_var, key_value = pick("fleetops_ssh_private_key_file", "fleetops_private_key_file",
+                                  "ansible_ssh_private_key_file", "ansible_private_key_file")
+        key_file = os.path.expanduser(as_str(key_var, key_value)) if key_var else ssh.identity_file
+
+        py_var, py_value = pick("fleetops_python_interpreter", "ansible_python_interpreter")
+        become_var, become_value = pick("fleetops_become_user", "ansible_become_user")
+        jump_var, jump_value = pick("fleetops_proxy_jump")
+        kh_var, kh_value = pick("fleetops_known_hosts")
+
+        params = ConnParams(
+            name=hostname,
+            address=ssh.hostname or lookup_key,
+            port=port,
+            user=user,
+            key_file=key_file,
+            python=as_str(py_var, py_value) if py_var else None,
+            become_user=as_str(become_var, become_value) if become_var else None,
+            proxy_jump=as_str(jump_var, jump_value) if jump_var else ssh.proxy_jump,
+            known_hosts=os.path.expanduser(as_str(kh_var, kh_value)) if kh_var else None,
+        )
+        for var, attr in (("fleetops_connect_timeout", "connect_timeout"),
+                          ("fleetops_command_timeout", "command_timeout")):
+            name, value = pick(var)
+            if name:
+                seconds = _positive_number(value)
+                if seconds is None:
+                    raise bad(name, f"must be a number of seconds > 0, got {value!r}")
+                setattr(params, attr, seconds)
+        return params
+
+
+def _int_port(value):
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, int) and 1 <= value <= 65535:
+        return value
+    return None
+
+
+def _positive_number(value):
+    if isinstance(value, bool):
+        return None
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        return None
+    return seconds if seconds > 0 else None
+
+
+def _kind(value) -> str:
+    """A plain-English type name for error lines."""
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+# --------------------------------------------------------------------------- YAML with positions
+
+class _YDict(dict):
+    """A YAML mapping that remembers where it and each of its keys start."""
+
+    pos: str | None = None
+    key_pos: dict
+
+
+class _YList(list):
+    pos: str | None = None
+
+
+def _plain(value):
+    """Drop position bookkeeping: plain dicts and lists for variables handed to others."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+class _InventoryLoader(yaml.SafeLoader):
+    """SafeLoader that records positions and refuses duplicate mapping keys.
+
+    (Playbooks use engine/yamlsrc.py; the inventory keeps its own small loader.)
+    """
+
+    source = "<inventory>"
+
+    def _where(self, mark) -> str:
+        return f"{self.source}:{mark.line + 1}:{mark.column + 1}"
+
+    def construct_yaml_map(self, node):
+        data = _YDict()
+        data.pos = self._where(node.start_mark)
+        data.key_pos = {}
+        yield data
+        explicit = sum(1 for key_node, _ in node.value if key_node.tag != "tag:yaml.org,2002:merge")
+        self.flatten_mapping(node)
+        merged = len(node.value) - explicit   # `<<:` entries come first and may be overridden
+        explicit_keys: set = set()
+        for index, (key_node, value_node) in enumerate(node.value):
+            key = self.construct_object(key_node, deep=True)
+            try:
+                hash(key)
+            except TypeError:
+                raise yaml.constructor.ConstructorError(
+                    None, None, "a mapping key must be a plain value, not a list or mapping",
+                    key_node.start_mark) from None
+            if index >= merged:
+                if key in explicit_keys:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key '{key}'", key_node.start_mark)
+                explicit_keys.add(key)
+            data[key] = self.construct_object(value_node, deep=True)
+            data.key_pos[key] = self._where(key_node.start_mark)
+
+    def construct_yaml_seq(self, node):
+        data = _YList()
+        data.pos = self._where(node.start_mark)
+        yield data
+        data.extend(self.construct_sequence(node, deep=True))
+
+
+    def construct_unsafe(self, node):
+        """Ansible's `!unsafe` marks a string not to be templated; we keep the string."""
+        return self.construct_scalar(node)
+
+    def construct_vault(self, node):
+        raise yaml.constructor.ConstructorError(
+            None, None, "Ansible Vault values (!vault) are not supported: decrypt them first",
+            node.start_mark)
+
+
+_InventoryLoader.add_constructor("!unsafe", _InventoryLoader.construct_unsafe)
+_InventoryLoader.add_constructor("!vault", _InventoryLoader.construct_vault)
+_InventoryLoader.add_constructor("tag:yaml.org,2002:map", _InventoryLoader.construct_yaml_map)
+_InventoryLoader.add_constructor("tag:yaml.org,2002:seq", _InventoryLoader.construct_yaml_seq)
+
+
+def _load_yaml(text: str, path: str):
+    """Parse YAML; any syntax problem is one BadInput at file:line:col."""
+    loader = _InventoryLoader(text)
+    loader.source = path
+    try:
+        return loader.get_single_data()
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
+        problem = e.problem or e.context or "invalid YAML"
+        if isinstance(e, yaml.constructor.ConstructorError):
+            raise BadInput(problem, where=where) from None   # duplicate key, unknown tag
+        if e.context and e.problem:
+            problem = f"{e.context}: {e.problem}"
+        raise BadInput(f"YAML syntax error: {problem}", where=where) from None
+    except yaml.YAMLError as e:
+        raise BadInput(f"YAML error: {str(e).splitlines()[0]}", where=path) from None
+    finally:
+        loader.dispose()
+
+
+# --------------------------------------------------------------------------- host names and ranges
+
+_RANGE_RE = re.compile(r"\[[^\[\]]*:[^\[\]]*\]")
+
+
+def expand_host_range(pattern: str, where: str | None = None) -> list:
+    """Expand Ansible host ranges: web[01:03] -> web01..web03, db[a:c], n[0:10:5]."""
+    m = _RANGE_RE.search(pattern)
+    if not m:
+        return [pattern]
+    head, body, tail = pattern[:m.start()], pattern[m.start() + 1:m.end() - 1], pattern[m.end():]
+    bounds = body.split(":")
+    if len(bounds) not in (2, 3):
+        raise BadInput(f"bad host range '{pattern}': must be [begin:end] or [begin:end:step]", where=where)
+    beg, end = bounds[0] or "0", bounds[1]
+    step_text = bounds[2] if len(bounds) == 3 else "1"
+    if not end:
+        raise BadInput(f"bad host range '{pattern}': no end value", where=where)
+    try:
+        step = int(step_text)
+        if step < 1:
+            raise ValueError
+    except ValueError:
+        raise BadInput(f"bad host range '{pattern}': step must be a positive integer", where=where) from None
+    if beg in string.ascii_letters and end in string.ascii_letters:
+        i_beg, i_end = string.ascii_letters.index(beg), string.ascii_letters.index(end)
+        if i_beg > i_end:
+            raise BadInput(f"bad host range '{pattern}': begin is after end", where=where)
+        seq = list(string.ascii_letters[i_beg:i_end + 1:step])
+    else:
+        if not (beg.isdigit() and end.isdigit()):
+            raise BadInput(f"bad host range '{pattern}': bounds must be numbers or single letters",
+                           where=where)
+        if beg[0] == "0" and len(beg) > 1 and len(beg) != len(end):
+            raise BadInput(f"bad host range '{pattern}': zero-padded begin and end must have equal length",
+                           where=where)
+        if int(beg) > int(end):
+            raise BadInput(f"bad host range '{pattern}': begin is after end", where=where)
+        width = len(beg) if beg[0] == "0" and len(beg) > 1 else 0
+        seq = [str(i).zfill(width) for i in range(int(beg), int(end) + 1, step)]
+    out = []
+    for item in seq:
+        out.extend(expand_host_range(head + item + tail, where))
+    return out
+
+
+_PORT_RE = re.compile(r"^(?P<host>.+):(?P<port>\d+)$")
+
+
+def split_host_port(text: str):
+    """'host:22' -> ('host', 22); '[::1]:22' -> ('::1', 22); bare IPv6 and ranges have no port."""
+    text = text.strip()
+    m = re.match(r"^\[([0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*)\](?::(\d+))?$", text)
+    if m:
+        return m.group(1), int(m.group(2)) if m.group(2) else None
+    m = _PORT_RE.match(text)
+    if m and ":" not in _RANGE_RE.sub("", m.group("host")):
+        return m.group("host"), int(m.group("port"))
+    return text, None
+
+
+# --------------------------------------------------------------------------- building
+
+class _Builder:
+    """Collects groups and hosts as a parser reads them, then reconciles like Ansible."""
+
+    def __init__(self, path: str):
+        self.inv = Inventory(path)
+        self.group("all")
+        self.group("ungrouped")
+
+    def group(self, name, where=None) -> Group:
+        if not isinstance(name, str) or not name.strip():
+            raise BadInput(f"group name must be a non-empty string, got {name!r}", where=where)
+        g = self.inv.groups.get(name)
+        if g is None:
+            g = self.inv.groups[name] = Group(name, where)
+        elif g.where is None:
+            g.where = where
+        return g
+
+    def add_child(self, parent: str, child: str, where=None) -> None:
+        if child == "all":
+            raise BadInput(f"group 'all' cannot be a child of group '{parent}'", where=where)
+        p, c = self.inv.groups[parent], self.inv.groups[child]
+        if child in p.children:
+            return
+        path = self._path_down(child, parent)
+        if path is not None:
+            cycle = " -> ".join([parent] + path)
+            raise BadInput(f"group '{parent}' would be its own ancestor: {cycle}", where=where)
+        p.children.append(child)
+        c.parents.append(parent)
+
+    def _path_down(self, start: str, target: str):
+        """A child-path from start to target (inclusive), or None."""
+        stack = [(start, [start])]
+        seen = set()
+        while stack:
+            name, path = stack.pop()
+            if name == target:
+                return path
+            if name in seen:
+                continue
+            seen.add(name)
+            for ch in self.inv.groups[name].children:
+                stack.append((ch, path + [ch]))
+        return None
+
+    def set_group_var(self, group: str, key, value, where=None) -> None:
+        g = self.inv.groups[group]
+        if key == "ansible_group_priority":
+            if isinstance(value, bool):
+                value = None
+            try:
+                g.priority = int(value)
+            except (TypeError, ValueError):
+                raise BadInput(f"group '{group}': ansible_group_priority must be an integer, got {value!r}",
+                               where=where) from None
+            return
+        g.inventory_vars[key] = _plain(value)
+        g.inventory_where[key] = where
+
+    def add_host(self, name: str, group: str, variables: dict, wheres: dict, where=None) -> None:
+        if not name:
+            raise BadInput("empty host name", where=where)
+        host = self.inv.hosts.get(name)
+        if host is None:
+            host = self.inv.hosts[name] = Host(name, where)
+        g = self.inv.groups[group]
+        if name not in g.hosts:
+            g.hosts.append(name)
+        for key, value in variables.items():
+            host.inventory_vars[key] = _plain(value)
+            host.inventory_where[key] = wheres.get(key, where)
+
+    def finish(self) -> Inventory:
+        inv = self.inv
+        all_group, ungrouped = inv.groups["all"], inv.groups["ungrouped"]
+        for name, g in inv.groups.items():
+            if name != "all" and not g.parents:
+                g.parents.append("all")
+        # creation order, the same for a YAML file and its INI twin
+        all_group.children = [n for n, g in inv.groups.items() if "all" in g.parents]
+        # depth: longest path from `all` (Ansible bumps a child below its deepest parent)
+        depth = {"all": 0}
+
+        def depth_of(name):
+            if name not in depth:
+                depth[name] = max(depth_of(p) for p in inv.groups[name].parents) + 1
+            return depth[name]
+        for name, g in inv.groups.items():
+            g.depth = depth_of(name)
+        member_of: dict = {h: set() for h in inv.hosts}
+        for name, g in inv.groups.items():
+            for h in g.hosts:
+                member_of[h].add(name)
+        for h, groups in member_of.items():
+            if not (groups - {"all", "ungrouped"}) and h not in ungrouped.hosts:
+                ungrouped.hosts.append(h)
+        all_group.hosts = list(inv.hosts)
+        for h, groups in member_of.items():
+            if h in ungrouped.hosts:
+                groups.add("ungrouped")
+            closure = set()
+            todo = list(groups) + ["all"]
+            while todo:
+                gname = todo.pop()
+                if gname not in closure:
+                    closure.add(gname)
+                    todo.extend(inv.groups[gname].parents)
+            inv.hosts[h].groups = sorted(closure, key=lambda n: inv.groups[n].sort_key())
+        return inv
+
+
+# --------------------------------------------------------------------------- YAML inventory
+
+def _parse_yaml(b: _Builder, text: str, path: str) -> None:
+    data = _load_yaml(text, path)
+    if data is None:
+        return
+    if not isinstance(data, dict):
+        raise BadInput(f"a YAML inventory must be a mapping of groups (such as 'all:'), got {_kind(data)}",
+                       where=getattr(data, "pos", None) or path)
+    for name, gdata in data.items():
+        _yaml_group(b, name, gdata, data.key_pos[name])
+
+
+def _sub_mapping(data: _YDict, key: str, group: str):
+    """hosts/children/vars of a group: None, a mapping, or (Ansible shorthand) one name."""
+    value = data[key]
+    where = data.key_pos[key]
+    if value is None:
+        return None
+    if isinstance(value, str) and key != "vars":
+        d = _YDict({value: None})
+        d.key_pos = {value: where}
+        return d
+    if not isinstance(value, dict):
+        what = {"hosts": "host names to their variables", "children": "child group names",
+                "vars": "variable names to values"}[key]
+        raise BadInput(f"'{key}' of group '{group}' must be a mapping of {what}, got {_kind(value)}",
+                       where=where)
+    return value
+
+
+def _yaml_group(b: _Builder, name, data, where) -> str:
+    if not isinstance(name, str):
+        raise BadInput(f"group name must be a string, got {name!r}", where=where)
+    b.group(name, where)
+    if data is None:
+        return name
+    if not isinstance(data, dict):
+        raise BadInput(f"group '{name}' must be a mapping with hosts, children or vars, got {_kind(data)}",
+                       where=where)
+    for key in data:
+        if key not in GROUP_KEYS:
+            raise BadInput(f"unknown key '{key}' in group '{name}' (expected hosts, children or vars)",
+                           where=data.key_pos[key])
+    for key in data:
+        section = _sub_mapping(data, key, name)
+        if section is None:
+            continue
+        if key == "vars":
+            for var, value in section.items():
+                b.set_group_var(name, var, value, section.key_pos.get(var))
+        elif key == "children":
+            for child, child_data in section.items():
+                child_where = section.key_pos.get(child)
+                child_name = _yaml_group(b, child, child_data, child_where)
+                b.add_child(name, child_name, child_where)
+        else:
+            for pattern, host_vars in section.items():
+                h_where = section.key_pos.get(pattern)
+                if not isinstance(pattern, str):
+                    pattern = str(pattern)
+                if host_vars is None:
+                    host_vars = _YDict()
+                    host_vars.key_pos = {}
+                elif not isinstance(host_vars, dict):
+                    raise BadInput(f"host '{pattern}' in group '{name}' must be a mapping of variables "
+                                   f"or empty, got {_kind(host_vars)}", where=h_where)
+                base, port = split_host_port(pattern)
+                names = expand_host_range(base, h_where)
+                variables = dict(host_vars)
+                wheres = dict(host_vars.key_pos)
+                if port is not None:
+                    variables["ansible_port"] = port
+                    wheres["ansible_port"] = h_where
+                for h in names:
+                    b.add_host(h, name, variables, wheres, h_where)
+    return name
+
+
+# --------------------------------------------------------------------------- INI inventory
+
+_SECTION_RE = re.compile(r"^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:[#;].*)?$")
+_GROUPNAME_RE = re.compile(r"^([^:\]\s]+)\s*(?:[#;].*)?$")
+
+
+def parse_ini_value(text: str):
+    """Ansible's INI value rule: a Python literal if it is one (5, True, 'x', [1]), else the string."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return text
+
+
+def _parse_ini(b: _Builder, text: str, path: str) -> None:
+    group, state = "ungrouped", "hosts"
+    declared: set = {"all", "ungrouped"}
+    pending_vars: dict = {}        # group -> where of its first [g:vars]
+    pending_children: dict = {}    # child -> (parent, where)
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        col = len(raw) - len(raw.lstrip()) + 1
+        where = f"{path}:{lineno}:{col}"
+        m = _SECTION_RE.match(line)
+        if m:
+            group, state = m.group(1), m.group(2) or "hosts"
+            if state not in ("hosts", "children", "vars"):
+                raise BadInput(f"section [{group}:{state}] has unknown type '{state}' "
+                               f"(expected [{group}], [{group}:children] or [{group}:vars])", where=where)
+            b.group(group, where)
+            if state == "vars":
+                if group not in declared:
+                    pending_vars.setdefault(group, where)
+            else:
+                declared.add(group)
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            raise BadInput(f"invalid section header '{line}' (expected [group], [group:children] "
+                           f"or [group:vars], without spaces)", where=where)
+        if state == "hosts":
+            _ini_host_line(b, group, raw, line, where, path, lineno)
+        elif state == "vars":
+            if "=" not in line:
+                raise BadInput(f"expected key=value in [{group}:vars], got '{line}'", where=where)
+            key, value = (part.strip() for part in line.split("=", 1))
+            if not key:
+                raise BadInput(f"missing variable name in [{group}:vars]: '{line}'", where=where)
+            b.set_group_var(group, key, parse_ini_value(value), where)
+        else:
+            cm = _GROUPNAME_RE.match(line)
+            if not cm:
+                raise BadInput(f"expected a group name in [{group}:children], got '{line}'", where=where)
+            child = cm.group(1)
+            b.group(child, where)
+            b.add_child(group, child, where)
+            pending_children.setdefault(child, (group, where))
+    for child, (parent, where) in pending_children.items():
+        if child not in declared:
+            raise BadInput(f"section [{parent}:children] includes undefined group '{child}'", where=where)
+    for group, where in pending_vars.items():
+        if group not in declared:
+            raise BadInput(f"section [{group}:vars] is for undefined group '{group}'", where=where)
+
+
+def _ini_host_line(b: _Builder, group: str, raw: str, line: str, where: str, path: str, lineno: int) -> None:
+    try:
+        tokens = shlex.split(line, comments=True)
+    except ValueError as e:
+        raise BadInput(f"cannot parse host line '{line}': {e}", where=where) from None
+    if not tokens:
+        return
+    base, port = split_host_port(tokens[0])
+    names = expand_host_range(base, where)
+    variables: dict = {}
+    wheres: dict = {}
+    for token in tokens[1:]:
+        if "=" not in token:
+            at = raw.find(token)
+            raise BadInput(f"expected key=value host variable, got '{token}'",
+                           where=f"{path}:{lineno}:{at + 1}" if at >= 0 else where)
+        key, value = token.split("=", 1)
+        if not key:
+            raise BadInput(f"missing variable name in '{token}'", where=where)
+        variables[key] = parse_ini_value(value)
+        at = raw.find(key + "=")
+        wheres[key] = f"{path}:{lineno}:{at + 1}" if at >= 0 else where
+    if port is not None:
+        variables["ansible_port"] = port
+        wheres["ansible_port"] = where
+    for h in names:
+        b.add_host(h, group, variables, wheres, where)
+
+
+# --------------------------------------------------------------------------- group_vars / host_vars
+
+def _find_vars_files(directory: str, name: str) -> list:
+    """Ansible's lookup: the first of <name>, <name>.yml, .yaml, .json; a directory is read recursively."""
+    base = os.path.join(directory, name)
+    for ext in ("",) + VARS_EXTENSIONS:
+        candidate = base + ext
+        if os.path.isdir(candidate):
+            return _dir_vars_files(candidate)
+        if os.path.exists(candidate):
+            return [candidate]
+    return []
+
+
+def _dir_vars_files(directory: str) -> list:
+    found = []
+    for entry in sorted(os.listdir(directory)):
+        if entry.startswith(".") or entry.endswith("~"):
+            continue
+        full = os.path.join(directory, entry)
+        ext = os.path.splitext(entry)[1]
+        if os.path.isdir(full) and not ext:
+            found.extend(_dir_vars_files(full))
+        elif os.path.isfile(full) and (not ext or ext in VARS_EXTENSIONS):
+            found.append(full)
+    return found
+
+
+def _load_vars_file(path: str):
+    """One vars file -> (vars, where-by-key). Empty is fine; anything but a mapping is BadInput."""
+    text = _read_text(path)
+    if path.endswith(".json"):
+        def no_dups(pairs):
+            out = {}
+            for k, v in pairs:
+                if k in out:
+                    raise BadInput(f"duplicate key '{k}'", where=path)
+                out[k] = v
+            return out
+        if not text.strip():
+            return {}, {}
+        try:
+            data = json.loads(text, object_pairs_hook=no_dups)
+        except json.JSONDecodeError as e:
+            raise BadInput(f"JSON syntax error: {e.msg}", where=f"{path}:{e.lineno}:{e.colno}") from None
+        wheres = {k: path for k in data} if isinstance(data, dict) else {}
+        pos = path
+    else:
+        data = _load_yaml(text, path)
+        wheres = dict(getattr(data, "key_pos", {}) or {})
+        pos = getattr(data, "pos", None) or path
+    if data is None:
+        return {}, {}
+    if not isinstance(data, dict):
+        raise BadInput(f"a vars file must be a mapping of variable names to values, got {_kind(data)}",
+                       where=pos)
+    return _plain(data), wheres
+
+
+def _load_vars_dirs(inv: Inventory, base: str) -> None:
+    for kind, items in (("group_vars", inv.groups), ("host_vars", inv.hosts)):
+        directory = os.path.join(base, kind)
+        if not os.path.isdir(directory):
+            continue
+        for name, obj in items.items():
+            for f in _find_vars_files(directory, name):
+                data, wheres = _load_vars_file(f)
+                obj.file_vars.update(data)
+                obj.file_where.update(wheres)
+
+
+# --------------------------------------------------------------------------- entry point
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        raise BadInput("file not found", where=path) from None
+    except IsADirectoryError:
+        raise BadInput("is a directory, expected a file", where=path) from None
+    except OSError as e:
+        raise BadInput(f"cannot read: {e.strerror}", where=path) from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise BadInput("not UTF-8 text", where=f"{path}:{line}") from None
+
+
+_YAML_LINE_RE = re.compile(r"^(---|\{|[^\s=#;\[][^=]*:\s*(#.*)?$)")
+
+
+def detect_format(path: str, text: str) -> str:
+    """'yaml' or 'ini': by extension, else by the first meaningful line."""
+    ext = os.path.splitext(path)[1].lower()
+    if ext in YAML_EXTENSIONS:
+        return "yaml"
+    if ext in INI_EXTENSIONS:
+        return "ini"
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        return "yaml" if _YAML_LINE_RE.match(line) else "ini"
+    return "ini"
+
+
+def load_inventory(path: str) -> Inventory:
+    """Load an inventory file (YAML or INI) and the group_vars/, host_vars/ beside it."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise BadInput("is a directory; give the inventory file inside it", where=path)
+    text = _read_text(path)
+    b = _Builder(path)
+    if detect_format(path, text) == "yaml":
+        _parse_yaml(b, text, path)
+    else:
+        _parse_ini(b, text, path)
+    inv = b.finish()
+    _load_vars_dirs(inv, os.path.dirname(path))
+    return inv

@@ -1,0 +1,79 @@
+"""Keeping secrets out of what fleetops shows and stores.
+
+Variables are judged secret by name (as operators name them), because values
+alone cannot tell a password from a hostname. The CLI masks `fleetops hosts`,
+and the results store, JSON output and logs scrub known secret values.
+"""
+from __future__ import annotations
+
+import copy
+
+MASK = "********"
+SECRET_WORDS = ("password", "passphrase", "token", "secret", "key")
+SECRET_NAMES = frozenset({"ansible_ssh_pass", "ansible_become_pass", "ansible_password",
+                          "ansible_become_password", "fleetops_ssh_pass", "fleetops_become_pass"})
+MIN_SCRUB_LENGTH = 4   # shorter values would scrub ordinary text everywhere
+
+
+def is_secret_name(name) -> bool:
+    """True for names like db_password, API_TOKEN, ssh_key, ansible_ssh_pass (case-insensitive)."""
+    if not isinstance(name, str):
+        return False
+    lowered = name.lower()
+    return lowered in SECRET_NAMES or any(word in lowered for word in SECRET_WORDS)
+
+
+def mask(obj):
+    """A deep copy with every secret-named value replaced by MASK (None and "" are left: nothing to hide)."""
+    if isinstance(obj, dict):
+        out = {}
+        for key, value in obj.items():
+            if is_secret_name(key) and value is not None and value != "":
+                out[key] = MASK
+            else:
+                out[key] = mask(value)
+        return out
+    if isinstance(obj, list):
+        return [mask(v) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(mask(v) for v in obj)
+    return copy.deepcopy(obj)
+
+
+def _strings(value, out: set) -> None:
+    if isinstance(value, str):
+        if len(value) >= MIN_SCRUB_LENGTH:
+            out.add(value)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _strings(v, out)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _strings(v, out)
+
+
+def collect_secret_values(variables: dict) -> set:
+    """String values (len >= 4) held under secret names, at any depth, to scrub from output."""
+    found: set = set()
+
+    def walk(value):
+        if isinstance(value, dict):
+            for key, v in value.items():
+                if is_secret_name(key):
+                    _strings(v, found)
+                else:
+                    walk(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v)
+    walk(variables)
+    return found
+
+
+def scrub(text: str, secret_values) -> str:
+    """Replace every occurrence of each secret value by MASK (longest first, so overlaps go whole)."""
+    if not text or not secret_values:
+        return text
+    for value in sorted((v for v in secret_values if v), key=len, reverse=True):
+        text = text.replace(value, MASK)
+    return text
