@@ -39,6 +39,7 @@ class Module:
     args: dict[str, Arg] = {}
     free_form: bool = False       # command/shell: `command: echo hi` sets args["cmd"]
     runs_on_controller: bool = False  # set_fact, debug, assert: no connection needed
+    any_args: bool = False        # set_fact: every key is accepted (a variable name), `args` lists the special ones
 
     def run(self, ctx: TaskContext, args: dict) -> dict:
         raise NotImplementedError

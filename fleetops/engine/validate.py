@@ -1,0 +1,198 @@
+"""Check a whole playbook against the inventory before any host is contacted.
+
+A run that would fail half way (a pattern matching nothing, a missing vars
+file, a typo in a variable name) must instead fail at once with one line
+naming the file:line:column, and nothing is run on any host.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+
+from fleetops.engine.playbook import Play, Playbook, Task, check_args, check_var_names, walk_tasks
+from fleetops.engine.templating import Templar, TemplateError
+from fleetops.engine.yamlsrc import Mapping, load_yaml
+from fleetops.errors import BadInput
+
+FACT_NAMES = frozenset({
+    "ansible_facts", "ansible_architecture", "ansible_machine", "ansible_system",
+    "ansible_kernel", "ansible_os_family", "ansible_distribution",
+    "ansible_distribution_version", "ansible_distribution_release", "ansible_python_version",
+    "ansible_python", "ansible_sqlite_version", "ansible_hostname", "ansible_fqdn",
+    "ansible_user_id", "ansible_user_uid", "ansible_user_dir", "ansible_nproc",
+    "fleetops_sqlite_fts5", "fleetops_sqlite_trigram",
+})
+
+MAGIC_VARS = frozenset({
+    "inventory_hostname", "inventory_hostname_short", "group_names", "groups", "hostvars",
+    "play_hosts", "ansible_play_hosts", "ansible_play_batch", "ansible_check_mode",
+    "ansible_diff_mode", "playbook_dir", "inventory_dir", "omit", "fleetops_run_id",
+    "fleetops_results_dir", "item", "ansible_loop",
+})
+
+# Defined by the executor only inside `rescue:` (as in Ansible).
+RESCUE_VARS = frozenset({"ansible_failed_task", "ansible_failed_result"})
+
+
+def load_vars_file(path: str) -> dict:
+    """A vars file: a YAML mapping of variable names (empty file -> {}), with positions kept."""
+    data = load_yaml(path)
+    if data is None:
+        empty = Mapping()
+        empty.where = str(path)
+        return empty
+    if not isinstance(data, Mapping):
+        raise BadInput("a vars file must be a mapping of variable names to values",
+                       where=getattr(data, "where", None) or str(path))
+    check_var_names(data)
+    return data
+
+
+class _Checker:
+    """Walks one play's templates against the names that will be defined when they render."""
+
+    def __init__(self, templar: Templar, handlers: set):
+        self.templar = templar
+        self.handlers = handlers
+
+    def check(self, value, known: set, where: str, conditional: bool = False, guards: frozenset = frozenset()):
+        try:
+            needed = self.templar.undeclared(value, conditional=conditional)
+            if not needed:
+                return
+            needed -= known | guards | self.templar.defined_guards(value, conditional=conditional)
+        except TemplateError as exc:
+            raise BadInput(exc.msg, where=where) from None
+        if needed:
+            name = sorted(needed)[0]
+            near = difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.75)
+            hint = f" (did you mean: {', '.join(near)}?)" if near else ""
+            raise BadInput(f"undefined variable '{name}'{hint}", where=where)
+
+    def check_tree(self, value, known: set, where: str, guards: frozenset):
+        """Templates anywhere in nested args, each reported at the key holding it."""
+        if isinstance(value, dict):
+            for k, v in value.items():
+                kw = value.key_where(k) if isinstance(value, Mapping) else where
+                if isinstance(k, str):
+                    self.check(k, known, kw, guards=guards)
+                self.check_tree(v, known, kw, guards)
+        elif isinstance(value, list):
+            for item in value:
+                self.check_tree(item, known, where, guards)
+        else:
+            self.check(value, known, where, guards=guards)
+
+    def check_vars(self, variables: dict, known: set, fallback: str, guards=frozenset()):
+        for k, v in variables.items():
+            kw = variables.key_where(k) if isinstance(variables, Mapping) else fallback
+            self.check_tree(v, known, kw, guards)
+
+    def task(self, task: Task, known: set, guards: frozenset, rescue: bool = False):
+        scope = set(known) | set(task.vars)
+        if rescue:
+            scope |= RESCUE_VARS
+        if task.loop is not None:
+            scope |= {task.loop_var, "ansible_loop"}
+        own_when = task.own.get("when", task.when)
+        try:
+            guards = guards | self.templar.defined_guards(own_when, conditional=True)
+        except TemplateError as exc:
+            raise BadInput(exc.msg, where=task.key_where("when")) from None
+        self.check_vars(task.own.get("vars", {}), scope, task.key_where("vars"), guards)
+        self.check(own_when, scope, task.key_where("when"), conditional=True, guards=guards)
+        for key in ("become_user",):
+            if isinstance(getattr(task, key), str) and key in task.positions:
+                self.check(getattr(task, key), scope, task.key_where(key), guards=guards)
+        if task.is_block:
+            for sub in task.block:
+                self.task(sub, scope, guards, rescue)
+            for sub in task.rescue or ():
+                self.task(sub, scope, guards, True)
+            for sub in task.always or ():
+                self.task(sub, scope, guards, rescue)
+            return
+        if task.loop is not None:
+            self.check_tree(task.loop, known | set(task.vars), task.key_where("loop"), guards)
+        self.check_tree(task.args, scope, task.key_where(task.module), guards)
+        for key in ("until", "failed_when", "changed_when"):
+            value = getattr(task, key)
+            if value is not None:
+                self.check(value, scope, task.key_where(key), conditional=True, guards=guards)
+        for key in ("retries", "delay"):
+            if key in task.positions:
+                self.check(getattr(task, key), scope, task.key_where(key), guards=guards)
+        if task.loop_label is not None:
+            self.check_tree(task.loop_label, scope, task.key_where("loop_control"), guards)
+        for name in task.notify:
+            if name not in self.handlers:
+                near = difflib.get_close_matches(name, sorted(self.handlers), n=3, cutoff=0.6)
+                hint = (f" (did you mean: {', '.join(near)}?)" if near else
+                        f" (handlers: {', '.join(sorted(self.handlers))})" if self.handlers else
+                        " (the play has no handlers)")
+                raise BadInput(f"notify '{name}' matches no handler name or listen{hint}",
+                               where=task.key_where("notify"))
+
+
+def _select(play: Play, inventory) -> list:
+    where = play.key_where("hosts")
+    try:
+        hosts = list(inventory.select(play.hosts))
+    except BadInput as exc:
+        if exc.where:
+            raise
+        raise BadInput(exc.msg, where=where) from None
+    if not hosts:
+        inv = getattr(inventory, "path", None) or "(inventory)"
+        raise BadInput(f"hosts pattern '{play.hosts}' matches no host in inventory {inv}", where=where)
+    return hosts
+
+
+def _runtime_names(play: Play) -> set:
+    """Names a play defines while it runs: `register:` and set_fact keys."""
+    names = set()
+    for t in walk_tasks(list(play.tasks) + list(play.handlers)):
+        if t.register:
+            names.add(t.register)
+        if t.module == "set_fact" and isinstance(t.args, dict):
+            names |= {k for k in t.args if isinstance(k, str) and k != "cacheable"}
+    return names
+
+
+def validate(playbook: Playbook, inventory, extra_vars: dict, modules: dict) -> None:
+    """Raise BadInput for the first problem in the playbook; return None when it can run."""
+    templar = Templar()
+    extra = set(extra_vars or {})
+    runtime: set = set()   # registered / set_fact names persist per host across plays
+    for play in playbook.plays:
+        hosts = _select(play, inventory)
+        inv_names: set = set()
+        for host in hosts:
+            inv_names |= set(inventory.get_vars(host))
+        files = []
+        for path, where in zip(play.vars_files, play.vars_files_where):
+            if not os.path.isfile(path):
+                raise BadInput(f"vars file not found: {path}", where=where)
+            try:
+                files.append(load_vars_file(path))
+            except BadInput as exc:
+                if exc.where:
+                    raise
+                raise BadInput(exc.msg, where=where) from None
+        runtime |= _runtime_names(play)
+        known = (extra | set(play.vars) | inv_names | runtime | FACT_NAMES | MAGIC_VARS
+                 | {k for f in files for k in f})
+        handlers = {h.name for h in play.handlers if h.name} | {n for h in play.handlers for n in h.listen}
+        checker = _Checker(templar, handlers)
+        checker.check_vars(play.vars, known, play.key_where("vars"))
+        for f in files:
+            checker.check_vars(f, known, f.where)
+        for task in walk_tasks(list(play.tasks) + list(play.handlers)):
+            if task.module is not None:
+                if task.module not in modules:
+                    raise BadInput(f"unknown module '{task.module}'", where=task.key_where(task.module))
+                check_args(task, modules)
+        for task in play.tasks:
+            checker.task(task, known, frozenset())
+        for task in play.handlers:
+            checker.task(task, known, frozenset())
