@@ -1,0 +1,518 @@
+"""The `fleetops` command: argument parsing and wiring, nothing else.
+
+Every expected error ends as one line `fleetops: error: <where>: <what>` and a
+documented exit code (0 ok, 2 host failed, 3 unreachable only, 4 bad input,
+130 interrupted); tracebacks only with FLEETOPS_DEBUG=1.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import importlib
+import json
+import os
+import re
+import shlex
+import signal
+import sqlite3
+import sys
+import threading
+import traceback
+
+from fleetops import __version__
+from fleetops.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, BadInput, FleetopsError
+
+EXIT_UNEXPECTED = 1
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+# Secret values known to the current command, so even an error line cannot leak one.
+_SECRETS: set = set()
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage problem as one line and exit 4 (argparse's 2 means "host failed" here)."""
+
+    def error(self, message):
+        raise _UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def _err(msg: str) -> None:
+    from fleetops.engine.results import scrub_text
+    line = " ".join(str(msg).split("\n")).strip()
+    print(f"fleetops: error: {scrub_text(line, _SECRETS)}", file=sys.stderr, flush=True)
+
+
+# --- argument helpers ----------------------------------------------------------------------
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def _split_tags(values) -> list:
+    out = []
+    for v in values or []:
+        out.extend(t.strip() for t in v.split(",") if t.strip())
+    return out
+
+
+def _load_vars_file(path: str) -> dict:
+    """`-e @file`: validate.load_vars_file when present (positions in errors), else plain YAML."""
+    if not os.path.isfile(path):
+        raise BadInput("no such file", where=path)
+    try:
+        from fleetops.engine.validate import load_vars_file
+    except ImportError:
+        load_vars_file = None
+    if load_vars_file is not None:
+        data = load_vars_file(path)
+    else:
+        import yaml
+        try:
+            with open(path, encoding="utf-8") as fh:
+                data = yaml.safe_load(fh)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
+            raise BadInput(f"invalid YAML: {getattr(exc, 'problem', None) or exc}", where=where) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise BadInput("a vars file must hold a mapping of names to values", where=path)
+    return data
+
+
+def parse_extra_vars(items) -> dict:
+    """`-e k=v [k2=v2]`, `-e @vars.yml`, `-e '{"json": 1}'`; later ones win, like Ansible."""
+    out: dict = {}
+    for item in items or []:
+        text = item.strip()
+        where = f"-e {item!r}" if len(item) < 60 else "-e"
+        if not text:
+            raise BadInput("empty extra variable", where="-e")
+        if text.startswith("@"):
+            out.update(_load_vars_file(text[1:]))
+            continue
+        if text[0] in "{[":
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise BadInput(f"invalid JSON at column {exc.colno}: {exc.msg}", where="-e") from None
+            if not isinstance(data, dict):
+                raise BadInput("JSON extra variables must be an object", where="-e")
+            bad = [k for k in data if not _IDENT.match(str(k))]
+            if bad:
+                raise BadInput(f"invalid variable name {bad[0]!r}", where="-e")
+            out.update(data)
+            continue
+        try:
+            tokens = shlex.split(text)
+        except ValueError as exc:
+            raise BadInput(f"cannot split: {exc}", where="-e") from None
+        for tok in tokens:
+            key, sep, value = tok.partition("=")
+            if not sep:
+                raise BadInput(f"expected key=value, @file.yml or a JSON object, got {tok[:40]!r}", where="-e")
+            if not _IDENT.match(key):
+                raise BadInput(f"invalid variable name {key[:40]!r}", where="-e")
+            out[key] = value
+    return out
+
+
+def _host_name(h) -> str:
+    return h if isinstance(h, str) else str(getattr(h, "name", h))
+
+
+def _host_names(hosts) -> list:
+    if isinstance(hosts, dict):
+        return [str(k) for k in hosts]
+    return [_host_name(h) for h in (hosts or [])]
+
+
+def _require_file(path: str, what: str) -> None:
+    if not os.path.exists(path):
+        raise BadInput(f"{what} not found", where=path)
+    if not os.access(path, os.R_OK):
+        raise BadInput(f"{what} is not readable", where=path)
+
+
+def _secret_values(inventory, extra_vars, playbook=None) -> set:
+    """Every secret value a run may print: from extra vars, every host's vars, play vars."""
+    from fleetops.engine.results import collect_secret_values
+    values = set(collect_secret_values(extra_vars or {}))
+    if inventory is not None:
+        for h in _host_names(getattr(inventory, "hosts", [])):
+            with contextlib.suppress(Exception):
+                values |= collect_secret_values(inventory.get_vars(h) or {})
+    for play in getattr(playbook, "plays", None) or []:
+        pvars = getattr(play, "vars", None)
+        if isinstance(pvars, dict):
+            values |= collect_secret_values(pvars)
+    _SECRETS.update(v for v in values if isinstance(v, str) and v)
+    return values
+
+
+def _console(stderr: bool = False):
+    from rich.console import Console
+    return Console(stderr=stderr, highlight=False)
+
+
+# --- commands ------------------------------------------------------------------------------
+
+def cmd_run(args) -> int:
+    extra_vars = parse_extra_vars(args.extra_vars)
+    _require_file(args.playbook, "playbook")
+    _require_file(args.inventory, "inventory")
+
+    from fleetops.engine.inventory import load_inventory
+    inventory = load_inventory(args.inventory)
+    _secret_values(inventory, extra_vars)
+    if args.limit and not _host_names(inventory.select(args.limit)):
+        raise BadInput(f"--limit {args.limit!r} matches no host", where=args.inventory)
+    from fleetops.modules.registry import get_modules
+    modules = get_modules()
+    from fleetops.engine.playbook import load_playbook
+    playbook = load_playbook(args.playbook, modules)
+    from fleetops.engine.validate import validate
+    validate(playbook, inventory, extra_vars, modules)
+    secret_values = _secret_values(inventory, extra_vars, playbook)
+
+    from fleetops.engine.events import Fanout
+    from fleetops.engine.executor import RunOptions, run_playbook
+    from fleetops.engine.results import DEFAULT_RESULTS_DIR, ResultsStore, new_run_id
+
+    results_dir = args.results or DEFAULT_RESULTS_DIR
+    store = ResultsStore(results_dir, secret_values=secret_values)
+    options = RunOptions(
+        limit=args.limit, tags=set(_split_tags(args.tags)), skip_tags=set(_split_tags(args.skip_tags)),
+        extra_vars=extra_vars, forks=args.forks, check=args.check, diff=args.diff,
+        accept_new_host_keys=args.accept_new_host_keys, results_dir=results_dir, known_hosts=args.known_hosts)
+    run_id = new_run_id()
+
+    if args.json:
+        from fleetops.display import JsonCollector
+        view = JsonCollector(secret_values=secret_values, results_dir=results_dir)
+    else:
+        from fleetops.display import LiveDisplay
+        view = LiveDisplay(console=_console(), secret_values=secret_values, results_dir=results_dir)
+
+    stop = threading.Event()
+    presses = [0]
+
+    def on_sigint(signum, frame):
+        presses[0] += 1
+        if presses[0] == 1:
+            stop.set()
+            print("fleetops: interrupted: starting no new tasks, letting running ones finish"
+                  " (Ctrl-C again to quit now)", file=sys.stderr, flush=True)
+            return
+        if hasattr(view, "stop_live"):
+            view.stop_live()
+        store.mark_interrupted(run_id, EXIT_INTERRUPTED)
+        print("fleetops: interrupted: quit now; the run is recorded as interrupted", file=sys.stderr, flush=True)
+        os._exit(EXIT_INTERRUPTED)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    real_stdout = sys.stdout
+    try:
+        # With --json, stdout carries the one document only: anything else printed goes to stderr.
+        redirect = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
+        with redirect:
+            try:
+                outcome = run_playbook(playbook, inventory, options, Fanout(store, view), run_id, stop=stop)
+            except BaseException:
+                if hasattr(view, "stop_live"):
+                    view.stop_live()
+                store.mark_interrupted(run_id, EXIT_INTERRUPTED if stop.is_set() else EXIT_UNEXPECTED)
+                raise
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        store.close()
+    exit_code = int(getattr(outcome, "exit_code", EXIT_UNEXPECTED))
+    if args.json:
+        real_stdout.write(json.dumps(view.document(), ensure_ascii=False, default=str) + "\n")
+        real_stdout.flush()
+    if store.write_error is not None:
+        _err(f"{store.db_path}: results not fully recorded: {store.write_error}")
+    return exit_code
+
+
+def cmd_hosts(args) -> int:
+    _require_file(args.inventory, "inventory")
+    from fleetops.engine.inventory import load_inventory
+    from fleetops.engine.results import clean
+
+    inventory = load_inventory(args.inventory)
+    secret_values = _secret_values(inventory, {})
+    names = _host_names(inventory.select(args.limit or "all"))
+    if not names:
+        raise BadInput(f"pattern {args.limit or 'all'!r} matches no host", where=args.inventory)
+    data = {h: clean(inventory.get_vars(h) or {}, secret_values) for h in names}
+    if args.json:
+        print(json.dumps({"inventory": args.inventory, "pattern": args.limit or "all", "hosts": data},
+                         ensure_ascii=False, default=str))
+        return 0
+    from rich.markup import escape
+    console = _console()
+    for h in names:
+        console.print(f"[bold]{escape(h)}[/]", soft_wrap=True)
+        for k in sorted(data[h]):
+            v = data[h][k]
+            shown = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
+            console.print(f"  {escape(str(k))}: {escape(shown)}", soft_wrap=True)
+    console.print(f"[dim]{len(names)} host(s)[/]")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from fleetops import report
+    from fleetops.engine.results import DEFAULT_RESULTS_DIR, DB_NAME, ResultsStore
+
+    results_dir = args.results or DEFAULT_RESULTS_DIR
+    if not os.path.exists(os.path.join(results_dir, DB_NAME)):
+        raise BadInput("no runs recorded here yet (run a playbook first, or pass --results DIR)", where=results_dir)
+    store = ResultsStore(results_dir, create=False)
+    try:
+        if args.list:
+            runs = store.list_runs(args.limit)
+            if args.json:
+                print(json.dumps({"runs": runs}, ensure_ascii=False, default=str))
+            else:
+                report.render_list(runs, _console())
+            return 0
+        run = store.get_run(args.run_id or "latest")
+        if run is None:
+            if not args.run_id or args.run_id == "latest":
+                raise BadInput("no runs recorded here yet (run a playbook first, or pass --results DIR)",
+                               where=results_dir)
+            raise BadInput(f"no run {args.run_id!r} in {store.db_path} (fleetops report --list shows them)",
+                           where=args.run_id)
+        if args.json:
+            doc = report.document(run)
+            extras = report.document_extras(run, audit=args.audit)
+            if extras is not None:
+                doc["audit"] = extras
+            print(json.dumps(doc, ensure_ascii=False, default=str))
+        else:
+            report.render(run, _console(), audit=args.audit)
+    finally:
+        store.close()
+    return 0
+
+
+def _lab_inventory(result, lab):
+    for obj in (result, lab):
+        if isinstance(obj, (str, os.PathLike)):
+            return os.fspath(obj)
+        if isinstance(obj, dict) and obj.get("inventory"):
+            return str(obj["inventory"])
+        for attr in ("inventory", "inventory_path"):
+            val = getattr(obj, attr, None)
+            if isinstance(val, (str, os.PathLike)):
+                return os.fspath(val)
+    return None
+
+
+def cmd_lab(args) -> int:
+    from fleetops.lab.lab import Lab
+    kwargs = {}
+    if args.dir:
+        kwargs["state_dir"] = args.dir
+    if args.prefix:
+        kwargs["prefix"] = args.prefix
+    lab = Lab(**kwargs)
+    if args.lab_cmd == "up":
+        result = lab.up(args.n)
+        inv = _lab_inventory(result, lab)
+        print(f"lab: {args.n} sshd host(s) up")
+        if inv:
+            print(f"inventory: {inv}")
+            demo = next((p for p in ("playbooks/demo.yml", "playbooks/site.yml") if os.path.exists(p)), None)
+            print(f"next: fleetops hosts -i {shlex.quote(inv)}")
+            if demo:
+                print(f"      fleetops run {demo} -i {shlex.quote(inv)}")
+        return 0
+    if args.lab_cmd == "down":
+        stopped = lab.down()
+        print(f"lab: stopped {len(stopped) if isinstance(stopped, (list, tuple)) else 'all'} sshd(s)")
+        return 0
+    status = lab.status()
+    if isinstance(status, list) and all(isinstance(r, dict) for r in status):
+        if not status:
+            print("lab: no hosts (fleetops lab up N starts some)")
+        else:
+            from rich.table import Table
+            table = Table()
+            cols = list(status[0])
+            for c in cols:
+                table.add_column(str(c))
+            for r in status:
+                table.add_row(*(str(r.get(c, "")) for c in cols))
+            _console().print(table)
+    elif status is not None:
+        print(json.dumps(status, indent=2, default=str) if isinstance(status, dict) else status)
+    inv = _lab_inventory(None, lab)
+    if inv and os.path.exists(inv):
+        print(f"inventory: {inv}")
+    return 0
+
+
+def _hermes(name):
+    """`audit`/`inspect`/`salvage`: fleetops.hermes.cli.<name>(args) (salvage may live in salvage_cli)."""
+    candidates = ["fleetops.hermes.cli"] + (["fleetops.hermes.salvage_cli"] if name == "salvage" else [])
+
+    def cmd(args) -> int:
+        fn = None
+        for modname in candidates:
+            try:
+                mod = importlib.import_module(modname)
+            except ModuleNotFoundError as exc:
+                if exc.name in ("fleetops.hermes", modname):
+                    continue
+                raise
+            fn = getattr(mod, name, None)
+            if fn is not None:
+                break
+        if fn is None:
+            raise BadInput(f"the Hermes command is not available in this build ({candidates[0]}.{name})",
+                           where=name)
+        rc = fn(args)
+        return 0 if rc is None else int(rc)
+    return cmd
+
+
+# --- parser --------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="fleetops", description="Run YAML playbooks over SSH across a fleet of Hermes hosts.",
+                epilog="exit codes: 0 all ok; 2 a host failed; 3 a host unreachable and none failed; "
+                       "4 bad input (nothing was run); 130 interrupted")
+    p.add_argument("--version", action="version", version=f"fleetops {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    r = sub.add_parser("run", help="run a playbook")
+    r.add_argument("playbook", metavar="PLAYBOOK")
+    r.add_argument("-i", "--inventory", required=True, metavar="INVENTORY")
+    r.add_argument("-l", "--limit", metavar="PATTERN")
+    r.add_argument("-t", "--tags", action="append", metavar="T[,T]")
+    r.add_argument("--skip-tags", action="append", metavar="T[,T]")
+    r.add_argument("-e", "--extra-vars", dest="extra_vars", action="append", metavar="k=v|@file|JSON",
+                   help="extra variables (repeatable): key=value, @vars.yml, or a JSON object")
+    r.add_argument("-f", "--forks", type=_positive_int, default=20, metavar="N")
+    r.add_argument("-C", "--check", action="store_true", help="change nothing; report what would change")
+    r.add_argument("-D", "--diff", action="store_true", help="show diffs of edited files")
+    r.add_argument("--json", action="store_true", help="one JSON document on stdout instead of the live view")
+    r.add_argument("--results", metavar="DIR", help="results store directory (default ./fleetops-runs)")
+    r.add_argument("--accept-new-host-keys", action="store_true",
+                   help="accept and record unknown host keys (never changed ones)")
+    r.add_argument("--known-hosts", metavar="FILE", help="known_hosts file (default ~/.ssh/known_hosts)")
+    r.set_defaults(func=cmd_run)
+
+    h = sub.add_parser("hosts", help="matched hosts and their resolved variables (secrets masked)")
+    h.add_argument("-i", "--inventory", required=True, metavar="INVENTORY")
+    h.add_argument("-l", "--limit", metavar="PATTERN")
+    h.add_argument("--json", action="store_true")
+    h.set_defaults(func=cmd_hosts)
+
+    rp = sub.add_parser("report", help="render a past run from the results store")
+    rp.add_argument("run_id", nargs="?", default="latest", metavar="RUN_ID|latest")
+    rp.add_argument("--json", action="store_true")
+    rp.add_argument("--audit", action="store_true", help="include the Hermes audit figures")
+    rp.add_argument("--results", metavar="DIR")
+    rp.add_argument("--list", action="store_true", help="list recent runs")
+    rp.add_argument("--limit", type=_positive_int, default=20, metavar="N", help="with --list: how many")
+    rp.set_defaults(func=cmd_report)
+
+    lab = sub.add_parser("lab", help="a local demo fleet of real sshd servers")
+    lab_sub = lab.add_subparsers(dest="lab_cmd", metavar="up|down|status", required=True)
+    for name, helptext in (("up", "start N sshd hosts"), ("down", "stop them"), ("status", "show them")):
+        lp = lab_sub.add_parser(name, help=helptext)
+        if name == "up":
+            lp.add_argument("n", type=_positive_int, metavar="N")
+        lp.add_argument("--dir", metavar="D", help="lab state directory")
+        lp.add_argument("--prefix", metavar="P", help="host/user name prefix")
+        lp.set_defaults(func=cmd_lab)
+
+    a = sub.add_parser("audit", help="read-only health audit of every Hermes state.db in the fleet")
+    a.add_argument("-i", "--inventory", required=True, metavar="INVENTORY")
+    a.add_argument("-l", "--limit", metavar="PATTERN")
+    a.add_argument("--deep", action="store_true", help="add integrity_check (index against table)")
+    a.add_argument("--json", action="store_true")
+    a.add_argument("--results", metavar="DIR")
+    a.add_argument("--accept-new-host-keys", action="store_true")
+    a.add_argument("--known-hosts", metavar="FILE")
+    a.set_defaults(func=_hermes("audit"))
+
+    ins = sub.add_parser("inspect", help="the audit checks on one local state.db")
+    ins.add_argument("path", metavar="PATH")
+    ins.add_argument("--deep", action="store_true")
+    ins.add_argument("--json", action="store_true")
+    ins.set_defaults(func=_hermes("inspect"))
+
+    s = sub.add_parser("salvage", help="recover every readable row of a damaged state.db into a new file")
+    s.add_argument("source", metavar="SOURCE")
+    s.add_argument("output", metavar="OUTPUT")
+    s.add_argument("--report", metavar="REPORT.json")
+    s.add_argument("--fts", choices=("rebuild", "leave-to-hermes"), default="rebuild")
+    s.add_argument("--schema-from", metavar="HEALTHY.db")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=_hermes("salvage"))
+    return p
+
+
+def main(argv=None) -> int:
+    """Entry point of the console script and `python -m fleetops`; returns the exit code."""
+    _SECRETS.clear()
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except _UsageError as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+    except SystemExit as exc:           # --help, --version
+        return int(exc.code or 0)
+    debug = bool(os.environ.get("FLEETOPS_DEBUG"))
+    try:
+        return int(args.func(args))
+    except BadInput as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+    except FleetopsError as exc:
+        _err(str(exc))
+        return exc.exit_code
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:             # `fleetops report | head`: the reader left, nothing to say
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_UNEXPECTED
+    except OSError as exc:
+        if debug:
+            traceback.print_exc()
+        where = exc.filename or "fleetops"
+        reason = exc.strerror or str(exc)
+        if exc.errno == errno.ENOSPC:
+            reason = "no space left on device"
+        _err(f"{where}: {reason}")
+        return EXIT_BAD_INPUT
+    except sqlite3.Error as exc:
+        if debug:
+            traceback.print_exc()
+        _err(f"results store: {exc}")
+        return EXIT_BAD_INPUT
+    except Exception as exc:
+        if debug:
+            traceback.print_exc()
+        _err(f"unexpected {type(exc).__name__}: {exc} (run with FLEETOPS_DEBUG=1 for the traceback)")
+        return EXIT_UNEXPECTED

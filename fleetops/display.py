@@ -1,0 +1,318 @@
+"""What the operator sees: the live rich view, and the `--json` collector.
+
+Both are event listeners, so the terminal, `--json` and the results store are
+fed by the same stream and cannot disagree. Every string shown goes through the
+same scrub/mask as the store, so a secret never reaches the terminal.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from fleetops.engine.events import EventSink
+from fleetops.engine.results import COUNTERS, clean, clean_options, counter_increments, result_status, scrub_text
+
+STYLES = {
+    "ok": "green", "changed": "yellow", "failed": "bold red", "unreachable": "bold magenta",
+    "skipped": "cyan", "rescued": "blue", "ignored": "dim yellow",
+}
+RUN_STYLES = {"ok": "bold green", "failed": "bold red", "unreachable": "bold magenta",
+              "interrupted": "bold yellow", "running": "yellow"}
+MSG_EXCERPT = 160
+FLUSH_INTERVAL = 0.1   # seconds between batched prints while the live panel is up
+
+
+def _opt(options, name):
+    """Options arrive as a dict (or a RunOptions dataclass): read one either way."""
+    return options.get(name) if isinstance(options, dict) else getattr(options, name, None)
+
+
+def excerpt(msg, limit: int = MSG_EXCERPT) -> str:
+    """First non-empty line of a message, shortened: failures stay one line each."""
+    if msg is None:
+        return ""
+    text = str(msg).strip()
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    first = lines[0].strip() if lines else ""
+    more = len(lines) > 1
+    if len(first) > limit:
+        first, more = first[:limit - 1], True
+    return first + (" …" if more else "")
+
+
+def recap_table(stats: dict, title: str = "Recap") -> Table:
+    """One row per host with the recap counters; non-zero failure columns coloured."""
+    table = Table(title=title, title_justify="left", show_lines=False)
+    table.add_column("host", style="bold")
+    for k in COUNTERS:
+        table.add_column(k, justify="right")
+    for host in sorted(stats):
+        c = stats[host] or {}
+        cells = []
+        for k in COUNTERS:
+            n = int(c.get(k, 0) or 0)
+            cells.append(Text(str(n), style=STYLES[k] if n and k != "ok" else ("green" if n else "dim")))
+        table.add_row(escape(str(host)), *cells)
+    return table
+
+
+class LiveDisplay(EventSink):
+    """Rich terminal view: live panel of hosts in flight, results as they land, recap at the end.
+
+    When the console is not a terminal, the live panel is skipped and everything
+    is printed as plain lines (no colour, no cursor movement), so logs stay readable.
+    """
+
+    def __init__(self, console: Console | None = None, secret_values: set | None = None,
+                 results_dir: str | None = None, live: bool | None = None, refresh_per_second: float = 4):
+        self.console = console or Console(highlight=False)
+        self.secret_values = set(secret_values or ())
+        self.results_dir = results_dir
+        self.use_live = self.console.is_terminal if live is None else live
+        self.refresh_per_second = refresh_per_second
+        self._lock = threading.RLock()
+        self._live: Live | None = None
+        self._pending: list = []
+        self._dead = False
+        self._flusher: threading.Thread | None = None
+        self._flush_stop = threading.Event()
+        self.run_id = None
+        self.started = None
+        self.in_flight: dict[str, tuple[str, float]] = {}
+        self.stats: dict[str, dict] = {}
+        self.totals = {k: 0 for k in ("ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")}
+        self.play_hosts: list = []
+        self.current_task = None
+        self.final_stats = None
+
+    def _t(self, s) -> str:
+        return escape(scrub_text("" if s is None else str(s), self.secret_values))
+
+    def _print(self, *renderables, **kw) -> None:
+        """Print a line; while live, queue it: the flusher prints batches (one panel repaint each)."""
+        kw.setdefault("soft_wrap", True)
+        with self._lock:
+            if self._live is not None:
+                self._pending.extend(Text.from_markup(r) if isinstance(r, str) else r for r in renderables)
+                return
+        self._safe_print(self.console, *renderables, **kw)
+
+    def _safe_print(self, console, *renderables, **kw) -> None:
+        """A closed terminal (broken pipe) must not break the run: stop showing, keep running."""
+        if self._dead:
+            return
+        try:
+            console.print(*renderables, **kw)
+        except (OSError, SystemExit):     # rich turns a broken pipe into SystemExit(1)
+            self._dead = True
+
+    def _flush(self) -> None:
+        # Never print while holding self._lock: Live's refresh thread takes its own lock and
+        # then ours (get_renderable), and printing takes Live's lock: holding both deadlocks.
+        with self._lock:
+            pending, self._pending = self._pending, []
+            live = self._live
+        if pending:
+            self._safe_print(live.console if live else self.console, Group(*pending), soft_wrap=True)
+
+    def _flush_loop(self) -> None:
+        while not self._flush_stop.wait(FLUSH_INTERVAL):
+            self._flush()
+
+    def _render_live(self):
+        with self._lock:
+            now = time.monotonic()
+            table = Table(box=None, show_header=True, expand=False, pad_edge=False)
+            table.add_column("host", style="bold")
+            table.add_column("task")
+            table.add_column("elapsed", justify="right")
+            flights = sorted(self.in_flight.items(), key=lambda kv: kv[1][1])
+            for host, (task, since) in flights[:20]:
+                table.add_row(self._t(host), self._t(task), f"{now - since:5.1f}s")
+            if len(flights) > 20:
+                table.add_row(f"… {len(flights) - 20} more", "", "")
+            counts = "  ".join(f"[{STYLES[k]}]{k}={v}[/]" for k, v in self.totals.items() if v or k == "ok")
+            elapsed = now - self.started if self.started else 0.0
+            head = Text.from_markup(f"{len(self.in_flight)} host(s) in flight · {counts} · {elapsed:.1f}s")
+            return Panel(Group(head, table), title=f"fleetops {self.run_id or ''}", title_align="left")
+
+    def stop_live(self) -> None:
+        """Print what is queued and leave the terminal clean (also called before a hard exit)."""
+        self._flush_stop.set()
+        flusher, self._flusher = self._flusher, None
+        if flusher is not None and flusher is not threading.current_thread():
+            flusher.join(5)
+        self._flush()
+        with self._lock:
+            live, self._live = self._live, None
+        if live is not None:
+            try:
+                live.stop()
+            except Exception:
+                pass
+        self._flush()
+
+    # -- events --
+
+    def run_start(self, run_id, playbook, inventory, options):
+        self.run_id = run_id
+        self.started = time.monotonic()
+        self._print(f"[bold]fleetops run {self._t(run_id)}[/]: {self._t(playbook)} on {self._t(inventory)}"
+                    + (" [yellow](check mode)[/]" if _opt(options, "check") else ""))
+        if self.use_live:
+            self._live = Live(console=self.console, get_renderable=self._render_live,
+                              refresh_per_second=self.refresh_per_second,
+                              transient=True, redirect_stdout=False, redirect_stderr=False)
+            self._live.start()
+            self._flush_stop.clear()
+            self._flusher = threading.Thread(target=self._flush_loop, name="fleetops-display", daemon=True)
+            self._flusher.start()
+
+    def play_start(self, play_index, play_name, hosts):
+        with self._lock:
+            self.play_hosts = list(hosts)
+            for h in hosts:
+                self.stats.setdefault(h, {k: 0 for k in COUNTERS})
+        self._print(Text(""))
+        self._print(f"[bold blue]PLAY[/] [bold]{self._t(play_name)}[/] [dim]({len(hosts)} host(s))[/]")
+
+    def batch_start(self, play_index, batch_index, hosts):
+        if batch_index or len(hosts) != len(self.play_hosts):
+            self._print(f"[dim]batch {batch_index + 1}: {len(hosts)} host(s)[/]")
+
+    def task_start(self, play_index, task_index, task_name, module, hosts):
+        with self._lock:
+            self.current_task = task_name
+        self._print(f"[bold]TASK[/] {self._t(task_name)} [dim]({self._t(module)})[/]")
+
+    def host_task_start(self, host, task_name):
+        with self._lock:
+            self.in_flight[host] = (task_name, time.monotonic())
+
+    def host_result(self, host, play_index, task_index, task_name, module, result, started, ended):
+        result = result or {}
+        status = result_status(result)
+        with self._lock:
+            self.in_flight.pop(host, None)
+            self.totals[status] += 1
+            counters = self.stats.setdefault(host, {k: 0 for k in COUNTERS})
+            for k in counter_increments(status):
+                counters[k] += 1
+        line = f"  [{STYLES[status]}]{status:<11}[/] {self._t(host)}"
+        dur = result.get("duration")
+        if dur is None and started is not None and ended is not None:
+            dur = ended - started
+        if dur is not None:
+            line += f" [dim]{dur:.2f}s[/]"
+        if status in ("failed", "unreachable", "ignored", "rescued") or module == "debug":
+            msg = excerpt(scrub_text(str(result.get("msg") or ""), self.secret_values))
+            if msg:
+                line += f": {escape(msg)}"
+        self._print(line)
+
+    def play_end(self, play_index, stopped_reason):
+        if stopped_reason:
+            self._print(f"[bold red]play stopped:[/] {self._t(stopped_reason)}")
+
+    def run_end(self, status, stats, exit_code):
+        self.stop_live()
+        with self._lock:
+            self.final_stats = clean(stats, self.secret_values) if stats else dict(self.stats)
+        self._print(Text(""))
+        self._print(recap_table(self.final_stats))
+        style = RUN_STYLES.get(status, "bold")
+        where = f"{self.results_dir}/runs.db" if self.results_dir else "the results store"
+        self._print(f"[{style}]{self._t(status)}[/] (exit {exit_code}) · run [bold]{self._t(self.run_id)}[/]"
+                    f" · results in {self._t(where)} · [dim]fleetops report {self._t(self.run_id)}[/]")
+
+
+class JsonCollector(EventSink):
+    """Collects the whole run for `--json`: `document()` is the one document printed on stdout."""
+
+    def __init__(self, secret_values: set | None = None, results_dir: str | None = None):
+        self.secret_values = set(secret_values or ())
+        self._lock = threading.RLock()
+        self.doc = {
+            "run_id": None, "status": "running", "exit_code": None, "playbook": None, "inventory": None,
+            "options": {}, "results_dir": results_dir, "started": None, "ended": None,
+            "plays": [], "stats": {}, "facts": {},
+        }
+        self._plays: dict[int, dict] = {}
+
+    def _play(self, play_index) -> dict:
+        play = self._plays.get(play_index)
+        if play is None:
+            play = {"index": play_index, "name": None, "hosts": [], "batches": [], "stopped_reason": None,
+                    "tasks": []}
+            self._plays[play_index] = play
+            self.doc["plays"].append(play)
+        return play
+
+    def _task(self, play, task_index, task_name, module) -> dict:
+        for t in play["tasks"]:
+            if t["index"] == task_index:
+                return t
+        task = {"index": task_index, "name": task_name, "module": module, "results": {}}
+        play["tasks"].append(task)
+        return task
+
+    def _c(self, obj):
+        return clean(obj, self.secret_values)
+
+    def run_start(self, run_id, playbook, inventory, options):
+        with self._lock:
+            self.doc.update(run_id=run_id, playbook=self._c(str(playbook)), inventory=self._c(str(inventory)),
+                            options=clean_options(options, self.secret_values), started=time.time())
+
+    def play_start(self, play_index, play_name, hosts):
+        with self._lock:
+            play = self._play(play_index)
+            play["name"] = self._c(play_name)
+            play["hosts"] = self._c(list(hosts))
+
+    def batch_start(self, play_index, batch_index, hosts):
+        with self._lock:
+            self._play(play_index)["batches"].append(self._c(list(hosts)))
+
+    def task_start(self, play_index, task_index, task_name, module, hosts):
+        with self._lock:
+            self._task(self._play(play_index), task_index, self._c(task_name), module)
+
+    def host_result(self, host, play_index, task_index, task_name, module, result, started, ended):
+        result = result or {}
+        status = result_status(result)
+        with self._lock:
+            task = self._task(self._play(play_index), task_index, self._c(task_name), module)
+            entry = {"status": status, "started": started, "ended": ended,
+                     "duration": result.get("duration", (ended - started) if started is not None
+                                            and ended is not None else None),
+                     "result": self._c(result)}
+            task["results"][self._c(host)] = entry
+            counters = self.doc["stats"].setdefault(self._c(host), {k: 0 for k in COUNTERS})
+            for k in counter_increments(status):
+                counters[k] += 1
+
+    def host_facts(self, host, facts):
+        with self._lock:
+            self.doc["facts"][self._c(host)] = self._c(facts or {})
+
+    def play_end(self, play_index, stopped_reason):
+        with self._lock:
+            self._play(play_index)["stopped_reason"] = self._c(stopped_reason)
+
+    def run_end(self, status, stats, exit_code):
+        with self._lock:
+            self.doc.update(status=status, exit_code=exit_code, ended=time.time())
+            if stats:
+                self.doc["stats"] = self._c(stats)
+
+    def document(self) -> dict:
+        with self._lock:
+            return self.doc

@@ -1,0 +1,608 @@
+"""The central results store: every run, host and task result in one SQLite file.
+
+`<results_dir>/runs.db` is opened in WAL mode with a busy timeout and every write
+is one short `BEGIN IMMEDIATE` transaction, so two fleetops processes can record
+runs into the same file at once without corrupting it or failing on a lock.
+Everything written is masked (secret-named keys) and scrubbed (known secret
+values), so the file can be shared and grepped without leaking credentials.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import getpass
+import json
+import os
+import re
+import secrets as _pysecrets
+import socket
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+from fleetops.engine.events import EventSink
+
+SCHEMA_VERSION = 1
+DEFAULT_RESULTS_DIR = "fleetops-runs"
+DB_NAME = "runs.db"
+BUSY_TIMEOUT_MS = 60_000
+REDACTED = "********"
+
+STATUSES = ("ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")
+COUNTERS = ("ok", "changed", "unreachable", "failed", "skipped", "rescued", "ignored")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    started REAL NOT NULL,
+    ended REAL,
+    status TEXT NOT NULL CHECK (status IN ('running','ok','failed','unreachable','interrupted')),
+    exit_code INTEGER,
+    playbook TEXT,
+    inventory TEXT,
+    options TEXT,
+    controller_user TEXT,
+    controller_host TEXT,
+    controller_pid INTEGER,
+    controller_pid_start TEXT,
+    fleetops_version TEXT,
+    stats TEXT
+);
+CREATE TABLE IF NOT EXISTS run_hosts (
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    host TEXT NOT NULL,
+    ok INTEGER NOT NULL DEFAULT 0,
+    changed INTEGER NOT NULL DEFAULT 0,
+    unreachable INTEGER NOT NULL DEFAULT 0,
+    failed INTEGER NOT NULL DEFAULT 0,
+    skipped INTEGER NOT NULL DEFAULT 0,
+    rescued INTEGER NOT NULL DEFAULT 0,
+    ignored INTEGER NOT NULL DEFAULT 0,
+    facts TEXT,
+    first_seen REAL,
+    last_seen REAL,
+    PRIMARY KEY (run_id, host)
+);
+CREATE TABLE IF NOT EXISTS task_results (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    host TEXT NOT NULL,
+    play_index INTEGER NOT NULL,
+    task_index INTEGER NOT NULL,
+    task_name TEXT,
+    module TEXT,
+    status TEXT NOT NULL CHECK (status IN ('ok','changed','failed','unreachable','skipped','rescued','ignored')),
+    msg TEXT,
+    started REAL,
+    ended REAL,
+    duration REAL,
+    result TEXT
+);
+CREATE INDEX IF NOT EXISTS task_results_run ON task_results(run_id, play_index, task_index, host);
+CREATE TABLE IF NOT EXISTS plays (
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    play_index INTEGER NOT NULL,
+    name TEXT,
+    hosts TEXT,
+    started REAL,
+    ended REAL,
+    stopped_reason TEXT,
+    PRIMARY KEY (run_id, play_index)
+);
+CREATE TABLE IF NOT EXISTS batches (
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    play_index INTEGER NOT NULL,
+    batch_index INTEGER NOT NULL,
+    hosts TEXT,
+    started REAL,
+    PRIMARY KEY (run_id, play_index, batch_index)
+);
+"""
+
+
+def new_run_id() -> str:
+    """Sortable by time (UTC) and unique across concurrent runs: "YYYYmmddTHHMMSSZ-<6 hex>"."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + _pysecrets.token_hex(3)
+
+
+# --- secrets -------------------------------------------------------------------------------
+
+def _secrets_module():
+    try:
+        from fleetops.engine import secrets as mod
+        return mod
+    except ImportError:
+        return None
+
+
+_FALLBACK_SECRET_NAME = re.compile(r"(password|passwd|passphrase|token|secret|key)", re.I)
+
+
+def scrub_text(text, values) -> str:
+    """Replace every known secret value in a string (fleetops.engine.secrets.scrub when present)."""
+    if not isinstance(text, str) or not values:
+        return text
+    mod = _secrets_module()
+    if mod is not None and hasattr(mod, "scrub"):
+        return mod.scrub(text, values)
+    for v in sorted((v for v in values if v), key=len, reverse=True):
+        text = text.replace(v, REDACTED)
+    return text
+
+
+def _deep_scrub(obj, values):
+    if isinstance(obj, str):
+        return scrub_text(obj, values)
+    if isinstance(obj, dict):
+        return {scrub_text(str(k), values): _deep_scrub(v, values) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [_deep_scrub(v, values) for v in obj]
+    return obj
+
+
+def clean(obj, values=frozenset()):
+    """Scrub every string and mask secret-named keys: what may be shown or stored."""
+    obj = _deep_scrub(obj, values)
+    mod = _secrets_module()
+    if mod is not None and hasattr(mod, "mask"):
+        return mod.mask(obj)
+    return _fallback_mask(obj)
+
+
+def clean_options(options, values=frozenset()) -> dict:
+    """Clean run options value by value: their names are fleetops' own, never secrets."""
+    if dataclasses.is_dataclass(options) and not isinstance(options, type):
+        options = dataclasses.asdict(options)
+    elif options is not None and not isinstance(options, dict):
+        options = dict(vars(options)) if hasattr(options, "__dict__") else {"options": str(options)}
+    out = {}
+    for k, v in (options or {}).items():
+        if k == "extra_vars" or isinstance(v, (dict, list, tuple, set, frozenset)):
+            out[str(k)] = clean(v, values)
+        else:
+            out[str(k)] = _deep_scrub(v, values)
+    return out
+
+
+def _fallback_mask(obj):
+    if isinstance(obj, dict):
+        return {k: (REDACTED if isinstance(k, str) and _FALLBACK_SECRET_NAME.search(k)
+                    and v not in (None, "") and not isinstance(v, (dict, list)) else _fallback_mask(v))
+                for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_fallback_mask(v) for v in obj]
+    return obj
+
+
+def collect_secret_values(variables) -> set:
+    """Secret values among resolved variables (fleetops.engine.secrets when present)."""
+    mod = _secrets_module()
+    if mod is not None and hasattr(mod, "collect_secret_values"):
+        return set(mod.collect_secret_values(variables or {}))
+    out = set()
+
+    def walk(obj):
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                if isinstance(k, str) and _FALLBACK_SECRET_NAME.search(k) and isinstance(v, (str, int, float)) \
+                        and not isinstance(v, bool) and str(v):
+                    out.add(str(v))
+                else:
+                    walk(v)
+        elif isinstance(obj, list):
+            for v in obj:
+                walk(v)
+    walk(variables)
+    return out
+
+
+def _dumps(obj) -> str:
+    return json.dumps(obj, ensure_ascii=False, default=str, sort_keys=False)
+
+
+def result_status(result: dict) -> str:
+    """One word for a host's task result, in the order the recap cares about."""
+    if result.get("unreachable"):
+        return "unreachable"
+    if result.get("rescued"):
+        return "rescued"
+    if result.get("ignored"):
+        return "ignored"
+    if result.get("failed"):
+        return "failed"
+    if result.get("skipped"):
+        return "skipped"
+    if result.get("changed"):
+        return "changed"
+    return "ok"
+
+
+def counter_increments(status: str) -> tuple:
+    """Recap counters a result adds to (Ansible's convention: changed and ignored also count as ok)."""
+    return {
+        "ok": ("ok",), "changed": ("ok", "changed"), "failed": ("failed",),
+        "unreachable": ("unreachable",), "skipped": ("skipped",),
+        "rescued": ("rescued",), "ignored": ("ok", "ignored"),
+    }[status]
+
+
+# --- controller process liveness -----------------------------------------------------------
+
+def _proc_start(pid: int) -> str | None:
+    """Kernel start time of a process: tells a live controller from a reused PID."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    fields = data[data.rfind(")") + 2:].split()
+    if not fields or fields[0] in ("Z", "X"):
+        return None                 # a zombie is a dead controller
+    return fields[19] if len(fields) > 19 else ""
+
+
+def pid_alive(pid: int | None, start: str | None) -> bool:
+    if not pid:
+        return False
+    if os.path.isdir("/proc/self"):
+        now = _proc_start(pid)
+        if now is None:
+            return False
+        return not start or now == start
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# --- the store -----------------------------------------------------------------------------
+
+def _open(path: Path, readonly: bool = False) -> sqlite3.Connection:
+    if readonly:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
+                               isolation_level=None, check_same_thread=False)
+    else:
+        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000,
+                               isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    if not readonly:
+        for _ in range(50):
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                break
+            except sqlite3.OperationalError as exc:   # another process is switching it right now
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                time.sleep(0.1)
+        conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    return conn
+
+
+class ResultsStore(EventSink):
+    """Event listener that records a run into `<results_dir>/runs.db`; also the query API.
+
+    One connection per store, guarded by a lock because executor worker threads
+    deliver events concurrently. A write failure (disk full, ...) does not stop
+    the run: it is kept in `write_error` for the CLI to report once.
+    """
+
+    def __init__(self, results_dir: str | os.PathLike | None = None,
+                 secret_values: set | None = None, create: bool = True):
+        self.results_dir = Path(results_dir or DEFAULT_RESULTS_DIR)
+        self.db_path = self.results_dir / DB_NAME
+        self.secret_values = set(v for v in (secret_values or ()) if isinstance(v, str) and v)
+        self.run_id: str | None = None
+        self.write_error: Exception | None = None
+        self._lock = threading.RLock()
+        if create:
+            self.results_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        elif not self.db_path.exists():
+            raise FileNotFoundError(2, "no results store here (no run recorded yet)", str(self.db_path))
+        self._conn = _open(self.db_path, readonly=False)
+        self._init_schema()
+
+    # -- plumbing --
+
+    def _init_schema(self) -> None:
+        with self._tx() as c:
+            have = c.execute("SELECT name FROM sqlite_master WHERE name='schema_version'").fetchone()
+            if have:
+                row = c.execute("SELECT version FROM schema_version").fetchone()
+                if row and row[0] > SCHEMA_VERSION:
+                    raise OSError(0, f"results store schema {row[0]} is newer than this fleetops ({SCHEMA_VERSION})",
+                                  str(self.db_path))
+            for stmt in _SCHEMA.split(";"):
+                if stmt.strip():
+                    c.execute(stmt)
+            if not c.execute("SELECT 1 FROM schema_version").fetchone():
+                c.execute("INSERT INTO schema_version(version) VALUES (?)", (SCHEMA_VERSION,))
+
+    @contextlib.contextmanager
+    def _tx(self):
+        """One short immediate transaction on the store's own connection."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+                raise
+            else:
+                self._conn.execute("COMMIT")
+
+    def _write(self, fn, *args) -> None:
+        """Run one write; remember the first failure instead of breaking the run."""
+        try:
+            with self._tx() as c:
+                fn(c, *args)
+        except (sqlite3.Error, OSError) as exc:
+            if self.write_error is None:
+                self.write_error = exc
+
+    @contextlib.contextmanager
+    def connect(self):
+        """A separate connection with the store's settings, for other code (audit tables).
+
+        Commits when the block ends without an exception, rolls back otherwise.
+        """
+        conn = _open(self.db_path)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+
+    def extra_table(self, ddl: str) -> None:
+        """Create extra tables/indexes in runs.db (idempotent DDL, e.g. CREATE TABLE IF NOT EXISTS)."""
+        with self._tx() as c:
+            for stmt in ddl.split(";"):
+                if stmt.strip():
+                    c.execute(stmt)
+
+    def close(self) -> None:
+        with self._lock:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
+
+    def clean(self, obj):
+        return clean(obj, self.secret_values)
+
+    def clean_options(self, options) -> dict:
+        """Run options: clean each value, but keep the option names themselves
+        (`accept_new_host_keys` is a flag, not a key to hide)."""
+        return clean_options(options, self.secret_values)
+
+    def text(self, s):
+        return scrub_text(s if s is None or isinstance(s, str) else str(s), self.secret_values)
+
+    def host_dir(self, run_id: str, host: str) -> str:
+        """`<results_dir>/<run-id>/<host>/` (0700) for fetched files and reports."""
+        safe = re.sub(r"[^A-Za-z0-9._@-]", "_", str(host)).lstrip(".") or "_"
+        run_safe = re.sub(r"[^A-Za-z0-9._-]", "_", str(run_id)).lstrip(".") or "_"
+        run_dir = self.results_dir / run_safe
+        run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path = run_dir / safe
+        path.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(path, 0o700)
+        return str(path)
+
+    # -- events --
+
+    def run_start(self, run_id, playbook, inventory, options):
+        self.run_id = run_id
+        pid = os.getpid()
+        try:
+            user = getpass.getuser()
+        except Exception:
+            user = str(os.getuid())
+        from fleetops import __version__
+
+        def w(c):
+            c.execute(
+                "INSERT INTO runs(id, started, status, playbook, inventory, options, controller_user,"
+                " controller_host, controller_pid, controller_pid_start, fleetops_version)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (run_id, time.time(), "running", self.text(str(playbook)), self.text(str(inventory)),
+                 _dumps(self.clean_options(options)), user, socket.gethostname(), pid,
+                 _proc_start(pid), __version__))
+        self._write(w)
+
+    def play_start(self, play_index, play_name, hosts):
+        now = time.time()
+
+        def w(c):
+            c.execute("INSERT OR REPLACE INTO plays(run_id, play_index, name, hosts, started) VALUES (?,?,?,?,?)",
+                      (self.run_id, play_index, self.text(play_name), _dumps(self.clean(list(hosts))), now))
+            for h in hosts:
+                c.execute("INSERT INTO run_hosts(run_id, host, first_seen, last_seen) VALUES (?,?,?,?)"
+                          " ON CONFLICT(run_id, host) DO NOTHING", (self.run_id, self.text(h), now, now))
+        self._write(w)
+
+    def batch_start(self, play_index, batch_index, hosts):
+        def w(c):
+            c.execute("INSERT OR REPLACE INTO batches(run_id, play_index, batch_index, hosts, started)"
+                      " VALUES (?,?,?,?,?)",
+                      (self.run_id, play_index, batch_index, _dumps(self.clean(list(hosts))), time.time()))
+        self._write(w)
+
+    def host_result(self, host, play_index, task_index, task_name, module, result, started, ended):
+        result = result or {}
+        status = result_status(result)
+        clean_result = self.clean(result)
+        msg = clean_result.get("msg") if isinstance(clean_result, dict) else None
+        duration = result.get("duration")
+        if duration is None and started is not None and ended is not None:
+            duration = ended - started
+        h = self.text(host)
+
+        def w(c):
+            c.execute(
+                "INSERT INTO task_results(run_id, host, play_index, task_index, task_name, module, status,"
+                " msg, started, ended, duration, result) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (self.run_id, h, play_index, task_index, self.text(task_name), self.text(module), status,
+                 None if msg is None else str(msg), started, ended, duration, _dumps(clean_result)))
+            c.execute("INSERT INTO run_hosts(run_id, host, first_seen, last_seen) VALUES (?,?,?,?)"
+                      " ON CONFLICT(run_id, host) DO UPDATE SET last_seen=excluded.last_seen",
+                      (self.run_id, h, ended or time.time(), ended or time.time()))
+            sets = ", ".join(f"{k} = {k} + 1" for k in counter_increments(status))
+            c.execute(f"UPDATE run_hosts SET {sets} WHERE run_id=? AND host=?", (self.run_id, h))
+        self._write(w)
+
+    def host_facts(self, host, facts):
+        now = time.time()
+
+        def w(c):
+            c.execute("INSERT INTO run_hosts(run_id, host, facts, first_seen, last_seen) VALUES (?,?,?,?,?)"
+                      " ON CONFLICT(run_id, host) DO UPDATE SET facts=excluded.facts, last_seen=excluded.last_seen",
+                      (self.run_id, self.text(host), _dumps(self.clean(facts or {})), now, now))
+        self._write(w)
+
+    def play_end(self, play_index, stopped_reason):
+        def w(c):
+            c.execute("UPDATE plays SET ended=?, stopped_reason=? WHERE run_id=? AND play_index=?",
+                      (time.time(), self.text(stopped_reason), self.run_id, play_index))
+        self._write(w)
+
+    def run_end(self, status, stats, exit_code):
+        """Final status, plus the executor's own counters, which win over the incremental ones."""
+        now = time.time()
+        stats = self.clean(stats or {})
+
+        def w(c):
+            c.execute("UPDATE runs SET ended=?, status=?, exit_code=?, stats=? WHERE id=?",
+                      (now, status, exit_code, _dumps(stats), self.run_id))
+            for host, counters in stats.items():
+                if not isinstance(counters, dict):
+                    continue
+                vals = {k: int(counters.get(k, 0) or 0) for k in COUNTERS}
+                c.execute("INSERT INTO run_hosts(run_id, host, first_seen, last_seen) VALUES (?,?,?,?)"
+                          " ON CONFLICT(run_id, host) DO NOTHING", (self.run_id, host, now, now))
+                c.execute(f"UPDATE run_hosts SET {', '.join(f'{k}=?' for k in COUNTERS)}"
+                          " WHERE run_id=? AND host=?", (*vals.values(), self.run_id, host))
+        self._write(w)
+
+    def mark_interrupted(self, run_id: str | None = None, exit_code: int = 130) -> None:
+        """Second Ctrl-C: record the end now, before the process leaves without cleanup.
+
+        Uses its own connection: it runs inside a signal handler, possibly while this
+        thread is in the middle of one of the store's own transactions.
+        """
+        rid = run_id or self.run_id
+        if not rid:
+            return
+        try:
+            conn = sqlite3.connect(str(self.db_path), timeout=5, isolation_level=None)
+            try:
+                conn.execute("PRAGMA busy_timeout=5000")
+                conn.execute("UPDATE runs SET ended=?, status='interrupted', exit_code=?"
+                             " WHERE id=? AND status='running'", (time.time(), exit_code, rid))
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            pass
+
+    # -- queries --
+
+    def _run_row(self, row) -> dict:
+        run = dict(row)
+        run["options"] = json.loads(run["options"]) if run.get("options") else {}
+        run["stats"] = json.loads(run["stats"]) if run.get("stats") else None
+        run["recorded_status"] = run["status"]
+        run["status_note"] = None
+        if run["status"] == "running":
+            if run.get("controller_host") and run["controller_host"] != socket.gethostname():
+                run["status_note"] = f"running on {run['controller_host']}, or ended there without a record"
+            elif not pid_alive(run.get("controller_pid"), run.get("controller_pid_start")):
+                run["status"] = "interrupted"
+                run["status_note"] = "no end recorded"
+        run["duration"] = (run["ended"] - run["started"]) if run.get("ended") and run.get("started") else None
+        return run
+
+    def list_runs(self, limit: int = 20) -> list[dict]:
+        """Newest first."""
+        with self._lock:
+            rows = self._conn.execute("SELECT * FROM runs ORDER BY started DESC, id DESC LIMIT ?",
+                                      (int(limit),)).fetchall()
+        return [self._run_row(r) for r in rows]
+
+    def resolve_run_id(self, run_id: str | None) -> str | None:
+        """"latest"/None → newest run; otherwise an exact id or a unique prefix."""
+        with self._lock:
+            if not run_id or run_id == "latest":
+                row = self._conn.execute("SELECT id FROM runs ORDER BY started DESC, id DESC LIMIT 1").fetchone()
+                return row[0] if row else None
+            row = self._conn.execute("SELECT id FROM runs WHERE id=?", (run_id,)).fetchone()
+            if row:
+                return row[0]
+            rows = self._conn.execute("SELECT id FROM runs WHERE substr(id, 1, ?) = ? LIMIT 2",
+                                      (len(run_id), run_id)).fetchall()
+            return rows[0][0] if len(rows) == 1 else None
+
+    def get_run(self, run_id: str | None = "latest") -> dict | None:
+        """A run with its hosts, plays (with batches) and task results; None when unknown."""
+        rid = self.resolve_run_id(run_id)
+        if rid is None:
+            return None
+        with self._lock:
+            c = self._conn
+            c.execute("BEGIN")
+            try:
+                row = c.execute("SELECT * FROM runs WHERE id=?", (rid,)).fetchone()
+                hosts = c.execute("SELECT * FROM run_hosts WHERE run_id=? ORDER BY host", (rid,)).fetchall()
+                plays = c.execute("SELECT * FROM plays WHERE run_id=? ORDER BY play_index", (rid,)).fetchall()
+                batches = c.execute("SELECT * FROM batches WHERE run_id=? ORDER BY play_index, batch_index",
+                                    (rid,)).fetchall()
+                tasks = c.execute("SELECT * FROM task_results WHERE run_id=? ORDER BY play_index, task_index,"
+                                  " id", (rid,)).fetchall()
+            finally:
+                c.execute("COMMIT")
+        run = self._run_row(row)
+        run["results_dir"] = str(self.results_dir)
+        run["db_path"] = str(self.db_path)
+        run["hosts"] = []
+        for h in hosts:
+            d = dict(h)
+            d["facts"] = json.loads(d["facts"]) if d.get("facts") else {}
+            run["hosts"].append(d)
+        run["plays"] = []
+        by_play = {}
+        for p in plays:
+            d = dict(p)
+            d["hosts"] = json.loads(d["hosts"]) if d.get("hosts") else []
+            d["batches"] = []
+            by_play[d["play_index"]] = d
+            run["plays"].append(d)
+        for b in batches:
+            play = by_play.get(b["play_index"])
+            if play is not None:
+                play["batches"].append(json.loads(b["hosts"]) if b["hosts"] else [])
+        run["tasks"] = []
+        for t in tasks:
+            d = dict(t)
+            d["result"] = json.loads(d["result"]) if d.get("result") else {}
+            d.pop("id", None)
+            run["tasks"].append(d)
+        return run
+
+
+def integrity_ok(db_path: str | os.PathLike) -> bool:
+    """PRAGMA integrity_check on a results store: used by tests and `fleetops report` sanity checks."""
+    conn = sqlite3.connect(str(db_path), timeout=BUSY_TIMEOUT_MS / 1000)
+    try:
+        return conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        conn.close()
+

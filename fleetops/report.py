@@ -1,0 +1,184 @@
+"""`fleetops report`: render a run from the central results store, on the terminal or as JSON.
+
+Reads only what the store recorded, so a report of an interrupted run (even one
+whose controller was SIGKILLed) shows exactly what had landed before it stopped.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import importlib
+import inspect
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from fleetops.display import RUN_STYLES, STYLES, excerpt, recap_table
+from fleetops.engine.results import COUNTERS
+
+
+def _when(ts) -> str:
+    if not ts:
+        return "-"
+    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def status_label(run: dict) -> str:
+    """"ok", or "interrupted (no end recorded)" for a run whose controller died."""
+    return run["status"] + (f" ({run['status_note']})" if run.get("status_note") else "")
+
+
+def run_stats(run: dict) -> dict:
+    """Recap counters per host, from run_hosts (the executor's final figures when it got that far)."""
+    return {h["host"]: {k: h.get(k, 0) for k in COUNTERS} for h in run.get("hosts", [])}
+
+
+def _tasks_by_play(run: dict) -> dict:
+    """play_index -> ordered list of (task_index, name, module, {host: task_result})."""
+    out: dict[int, dict] = {}
+    for t in run.get("tasks", []):
+        tasks = out.setdefault(t["play_index"], {})
+        key = t["task_index"]
+        entry = tasks.setdefault(key, {"index": key, "name": t["task_name"], "module": t["module"], "results": {}})
+        entry["results"][t["host"]] = t
+    return {p: [tasks[k] for k in sorted(tasks)] for p, tasks in out.items()}
+
+
+def document(run: dict) -> dict:
+    """The same shape as `fleetops run --json`, plus the report-only fields."""
+    by_play = _tasks_by_play(run)
+    plays = []
+    play_indexes = [p["play_index"] for p in run.get("plays", [])]
+    for idx in sorted(set(play_indexes) | set(by_play)):
+        p = next((p for p in run.get("plays", []) if p["play_index"] == idx), {})
+        plays.append({
+            "index": idx, "name": p.get("name"), "hosts": p.get("hosts", []), "batches": p.get("batches", []),
+            "stopped_reason": p.get("stopped_reason"), "started": p.get("started"), "ended": p.get("ended"),
+            "tasks": [{"index": t["index"], "name": t["name"], "module": t["module"],
+                       "results": {h: {"status": r["status"], "started": r["started"], "ended": r["ended"],
+                                       "duration": r["duration"], "result": r["result"]}
+                                   for h, r in t["results"].items()}}
+                      for t in by_play.get(idx, [])],
+        })
+    doc = {
+        "run_id": run["id"], "status": run["status"], "status_note": run.get("status_note"),
+        "recorded_status": run.get("recorded_status"), "exit_code": run.get("exit_code"),
+        "playbook": run.get("playbook"), "inventory": run.get("inventory"), "options": run.get("options"),
+        "started": run.get("started"), "ended": run.get("ended"),
+        "controller": {"user": run.get("controller_user"), "host": run.get("controller_host"),
+                       "pid": run.get("controller_pid")},
+        "fleetops_version": run.get("fleetops_version"), "results_dir": run.get("results_dir"),
+        "plays": plays, "stats": run_stats(run),
+        "facts": {h["host"]: h.get("facts") or {} for h in run.get("hosts", []) if h.get("facts")},
+    }
+    return doc
+
+
+def _hermes_report():
+    """The Hermes report hooks (render/document): fleetops.hermes.report, else fleetops.hermes.audit."""
+    for modname in ("fleetops.hermes.report", "fleetops.hermes.audit"):
+        try:
+            mod = importlib.import_module(modname)
+        except ModuleNotFoundError as exc:
+            if exc.name in ("fleetops.hermes", modname):
+                continue
+            raise
+        if hasattr(mod, "render") or hasattr(mod, "document"):
+            return mod
+    return None
+
+
+def _call(fn, *args, audit: bool = False):
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        params = {}
+    if "audit" in params or any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return fn(*args, audit=audit)
+    return fn(*args)
+
+
+def render_extras(run: dict, console: Console, audit: bool = False) -> None:
+    """Hook for the Hermes part: audit figures stored with this run (fleetops.hermes.report.render)."""
+    mod = _hermes_report()
+    if mod is None or not hasattr(mod, "render"):
+        if audit:
+            console.print("[yellow]no audit figures: the Hermes report part is not available[/]")
+        return
+    _call(mod.render, run, console, audit=audit)
+
+
+def document_extras(run: dict, audit: bool = False) -> dict | None:
+    """Hook for `--json`: fleetops.hermes.report.document(run) when present."""
+    mod = _hermes_report()
+    if mod is None or not hasattr(mod, "document"):
+        return None
+    return _call(mod.document, run, audit=audit)
+
+
+def render(run: dict, console: Console, audit: bool = False) -> None:
+    """Header, plays with a task x host table each, recap, status."""
+    style = RUN_STYLES.get(run["status"], "bold")
+    console.print(f"[bold]run {escape(run['id'])}[/]  [{style}]{escape(status_label(run))}[/]"
+                  + (f"  exit {run['exit_code']}" if run.get("exit_code") is not None else ""), soft_wrap=True)
+    dur = f"{run['duration']:.1f}s" if run.get("duration") is not None else "-"
+    console.print(f"playbook {escape(str(run.get('playbook')))} · inventory {escape(str(run.get('inventory')))}",
+                  soft_wrap=True)
+    console.print(f"started {_when(run.get('started'))} · ended {_when(run.get('ended'))} · {dur}"
+                  f" · {escape(str(run.get('controller_user')))}@{escape(str(run.get('controller_host')))}"
+                  f" pid {run.get('controller_pid')} · fleetops {escape(str(run.get('fleetops_version')))}",
+                  soft_wrap=True)
+    opts = run.get("options") or {}
+    flags = [k for k in ("check", "diff") if opts.get(k)]
+    if flags:
+        console.print(f"[yellow]{', '.join(flags)} mode[/]")
+
+    doc = document(run)
+    for play in doc["plays"]:
+        console.print(Text(""))
+        batches = play["batches"]
+        console.print(f"[bold blue]PLAY[/] [bold]{escape(str(play['name']))}[/] [dim]({len(play['hosts'])} host(s)"
+                      + (f", {len(batches)} batches" if len(batches) > 1 else "") + ")[/]", soft_wrap=True)
+        if play.get("stopped_reason"):
+            console.print(f"[bold red]stopped:[/] {escape(str(play['stopped_reason']))}", soft_wrap=True)
+        if not play["tasks"]:
+            console.print("[dim]no task results recorded[/]")
+            continue
+        table = Table(show_lines=False)
+        table.add_column("#", justify="right")
+        table.add_column("task")
+        table.add_column("host")
+        table.add_column("status")
+        table.add_column("time", justify="right")
+        table.add_column("msg", overflow="fold")
+        for task in play["tasks"]:
+            first = True
+            for host in sorted(task["results"]):
+                r = task["results"][host]
+                st = r["status"]
+                msg = excerpt((r.get("result") or {}).get("msg"), 100) if st not in ("ok", "skipped") else ""
+                table.add_row(str(task["index"]) if first else "",
+                              escape(f"{task['name']} ({task['module']})") if first else "",
+                              escape(host), Text(st, style=STYLES.get(st, "")),
+                              f"{r['duration']:.2f}s" if r.get("duration") is not None else "-",
+                              escape(msg))
+                first = False
+        console.print(table)
+    console.print(Text(""))
+    console.print(recap_table(doc["stats"]))
+    render_extras(run, console, audit=audit)
+    console.print(f"[{style}]{escape(status_label(run))}[/] · results in {escape(str(run.get('results_dir')))}",
+                  soft_wrap=True)
+
+
+def render_list(runs: list, console: Console) -> None:
+    """`fleetops report --list`: recent runs, newest first."""
+    table = Table(title="runs", title_justify="left")
+    for col in ("run id", "started", "status", "exit", "playbook"):
+        table.add_column(col, no_wrap=col in ("run id", "started"))
+    for r in runs:
+        table.add_row(escape(r["id"]), _when(r["started"]),
+                      Text(status_label(r), style=RUN_STYLES.get(r["status"], "")),
+                      "" if r.get("exit_code") is None else str(r["exit_code"]), escape(str(r.get("playbook"))))
+    console.print(table)

@@ -1,0 +1,131 @@
+"""The terminal view and the --json collector, fed by a fake event stream."""
+from __future__ import annotations
+
+import json
+import re
+
+from rich.console import Console
+
+from fleetops.display import JsonCollector, LiveDisplay, excerpt
+from fleetops.engine.events import Fanout
+
+from test_results import SECRET, feed
+
+
+def recap_rows(text: str) -> dict:
+    """host -> [ok, changed, unreachable, failed, skipped, rescued, ignored] parsed from the recap table."""
+    rows = {}
+    after = text[text.index("Recap"):]
+    for line in after.splitlines():
+        cells = [c.strip() for c in re.split(r"[│|┃]", line) if c.strip()]
+        if len(cells) == 8 and all(c.isdigit() for c in cells[1:]):
+            rows[cells[0]] = [int(c) for c in cells[1:]]
+    return rows
+
+
+def render(live: bool, secret=None, stats=True):
+    console = Console(record=True, width=120, force_terminal=live, color_system=None if not live else "standard")
+    view = LiveDisplay(console=console, secret_values={secret} if secret else None, results_dir="/tmp/res")
+    feed(view, "20250101T000000Z-abcdef", secret=secret, end=stats)
+    if not stats:
+        view.run_end("failed", {}, 2)
+    return console.export_text()
+
+
+def test_plain_stream_and_recap():
+    text = render(live=False)
+    assert "PLAY configure" in text and "TASK task 0 (command)" in text
+    assert re.search(r"changed\s+web1", text)
+    assert re.search(r"failed\s+db1 0\.50s: boom", text)
+    # Executor's final stats win: web1 3 ok / 1 changed, db1 2 ok / 1 failed.
+    assert recap_rows(text) == {"db1": [2, 0, 0, 1, 0, 0, 0], "web1": [3, 1, 0, 0, 0, 0, 0],
+                                "web2": [3, 0, 0, 0, 0, 0, 0]}
+    assert "20250101T000000Z-abcdef" in text.splitlines()[-1]
+    assert "/tmp/res/runs.db" in text
+    assert "\x1b[" not in text
+
+
+def test_recap_from_results_when_no_stats():
+    text = render(live=False, stats=False)
+    assert recap_rows(text) == {"db1": [2, 0, 0, 1, 0, 0, 0], "web1": [3, 1, 0, 0, 0, 0, 0],
+                                "web2": [3, 0, 0, 0, 0, 0, 0]}
+
+
+def test_live_mode_renders_and_stops():
+    console = Console(record=True, width=120, force_terminal=True)
+    view = LiveDisplay(console=console)
+    view.run_start("rid", "pb.yml", "inv.yml", {})
+    view.play_start(0, "p", ["a", "b"])
+    view.host_task_start("a", "slow task")
+    rendered = Console(width=120, record=True)
+    rendered.print(view._render_live())
+    live_text = rendered.export_text()
+    assert "slow task" in live_text and "1 host(s) in flight" in live_text
+    view.host_result("a", 0, 0, "slow task", "command", {"changed": True}, 1.0, 2.0)
+    view.run_end("ok", {"a": {"ok": 1, "changed": 1}}, 0)
+    assert view._live is None
+    assert recap_rows(console.export_text())["a"] == [1, 1, 0, 0, 0, 0, 0]
+
+
+def test_secret_never_shown():
+    text = render(live=False, secret=SECRET)
+    assert "command failed: token" in text
+    assert SECRET not in text
+
+
+def test_failure_excerpt_is_one_line():
+    assert excerpt("first\nsecond") == "first …"
+    assert excerpt("x" * 500, 20) == "x" * 19 + " …"
+    assert excerpt(None) == ""
+
+
+def test_json_collector_document():
+    col = JsonCollector(secret_values={SECRET})
+    feed(col, "rid", secret=SECRET)
+    doc = col.document()
+    text = json.dumps(doc)
+    assert SECRET not in text and "unlisted-token-value" not in text
+    assert doc["run_id"] == "rid" and doc["status"] == "failed" and doc["exit_code"] == 2
+    assert [p["name"] for p in doc["plays"]] == ["configure"]
+    tasks = doc["plays"][0]["tasks"]
+    assert [t["index"] for t in tasks] == [0, 1, 2]
+    assert tasks[2]["results"]["db1"]["status"] == "failed"
+    assert tasks[0]["results"]["web1"]["status"] == "changed"
+    assert tasks[0]["results"]["web1"]["result"]["rc"] == 0
+    assert doc["stats"]["db1"]["failed"] == 1 and doc["stats"]["web1"]["changed"] == 1
+    assert doc["facts"]["web1"]["arch"] == "x86_64"
+
+
+def test_fanout_feeds_both():
+    col_a, col_b = JsonCollector(), JsonCollector()
+    feed(Fanout(col_a, col_b), "rid")
+    a, b = col_a.document(), col_b.document()
+    assert (a["plays"], a["stats"], a["status"]) == (b["plays"], b["stats"], b["status"])
+    assert col_a.document()["stats"]["web1"]["ok"] == 3
+
+
+def test_live_view_with_many_worker_threads():
+    """Results printed from worker threads while the live panel refreshes: no deadlock, all counted."""
+    import io
+    import threading
+
+    console = Console(file=io.StringIO(), width=120, force_terminal=True)
+    view = LiveDisplay(console=console, refresh_per_second=100)
+    hosts = [f"h{i:02d}" for i in range(8)]
+    view.run_start("rid", "pb.yml", "inv.yml", {})
+    view.play_start(0, "p", hosts)
+
+    def worker(h):
+        for t in range(20):
+            view.host_task_start(h, f"t{t}")
+            view.host_result(h, 0, t, f"t{t}", "command", {"changed": t % 2 == 0}, 0.0, 0.1)
+
+    threads = [threading.Thread(target=worker, args=(h,), daemon=True) for h in hosts]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    assert not any(th.is_alive() for th in threads)
+    view.run_end("ok", None, 0)
+    assert view.totals["changed"] == 8 * 10 and view.totals["ok"] == 8 * 10
+    assert view.stats["h03"]["ok"] == 20 and view.stats["h03"]["changed"] == 10
