@@ -24,11 +24,15 @@ def is_secret_name(name) -> bool:
 
 
 def mask(obj):
-    """A deep copy with every secret-named value replaced by MASK (None and "" are left: nothing to hide)."""
+    """A deep copy with every secret-named value replaced by MASK.
+
+    None, "" and booleans are left as they are: a flag such as
+    accept_new_host_keys=True hides nothing and is useful to see.
+    """
     if isinstance(obj, dict):
         out = {}
         for key, value in obj.items():
-            if is_secret_name(key) and value is not None and value != "":
+            if is_secret_name(key) and value is not None and value != "" and not isinstance(value, bool):
                 out[key] = MASK
             else:
                 out[key] = mask(value)
