@@ -1,0 +1,250 @@
+"""Run a host-side payload (fleetops/remote/<name>.py) in one SSH round trip.
+
+The payload and every `fleetops.remote.*` module it imports travel as one
+compressed line on stdin; a short bootstrap, passed with `python3 -I -c`,
+imports them from memory, so nothing is installed or left on the host and the
+host's python needs nothing but its stdlib. The result is JSON after a marker
+that is unique per call, so stray output can never be mistaken for it.
+"""
+from __future__ import annotations
+
+import ast
+import base64
+import json
+import os
+import re
+import shlex
+import threading
+import time
+import uuid
+import zlib
+
+import fleetops.remote
+from fleetops.engine.ssh import become_wrap
+
+REMOTE_PKG = "fleetops.remote"
+REMOTE_DIR = os.path.dirname(os.path.abspath(fleetops.remote.__file__))
+DEFAULT_PYTHONS = ("python3", "/usr/bin/python3", "/usr/libexec/platform-python")
+NO_PYTHON = "FLEETOPS_NO_PYTHON"
+TAIL_LINES = 20
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+# Python 3.8+ on the host; kept to constructs that also parse on old 3.x so an
+# old interpreter reports its version instead of a SyntaxError.
+BOOTSTRAP = r'''
+import sys, os
+M = @MARKER@
+R = os.dup(1)
+os.dup2(2, 1)
+sys.stdout = sys.stderr
+def E(r):
+    import json
+    b = ("\n" + M + "\n" + json.dumps(r, default=repr) + "\n").encode()
+    while b:
+        b = b[os.write(R, b):]
+if sys.version_info < (3, 8):
+    E({"failed": True, "changed": False, "msg": "python " + sys.version.split()[0] + " on host is too old; fleetops payloads need 3.8+"})
+    sys.exit(0)
+import json, zlib, base64, importlib, importlib.abc, importlib.util, linecache
+D = json.loads(zlib.decompress(base64.b64decode(sys.stdin.buffer.readline())).decode("utf-8"))
+S = D["modules"]
+P = ("fleetops", "fleetops.remote")
+class L(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path=None, target=None):
+        if name in S or name in P:
+            return importlib.util.spec_from_loader(name, self, origin="<fleetops>", is_package=name in P)
+    def create_module(self, spec):
+        return None
+    def exec_module(self, mod):
+        src = S.get(mod.__name__, "")
+        fn = "<fleetops:" + mod.__name__ + ">"
+        linecache.cache[fn] = (len(src), None, src.splitlines(True), fn)
+        mod.__file__ = fn
+        exec(compile(src, fn, "exec"), mod.__dict__)
+sys.meta_path.insert(0, L())
+try:
+    r = importlib.import_module(D["entry"]).main(D["args"])
+except Exception:
+    import traceback
+    traceback.print_exc()
+    sys.stderr.flush()
+    sys.exit(1)
+if not isinstance(r, dict):
+    r = {"failed": True, "changed": False, "msg": "payload returned " + type(r).__name__ + ", not a dict"}
+sys.stdout.flush()
+E(r)
+'''
+
+_cache: dict[tuple[str, str], tuple[tuple, dict]] = {}
+_cache_lock = threading.Lock()
+
+
+def _referenced(source: str, filename: str) -> set[str]:
+    """Names of sibling modules a fleetops.remote module imports (absolute or relative)."""
+    found = set()
+    for node in ast.walk(ast.parse(source, filename)):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith(REMOTE_PKG + "."):
+                    found.add(a.name.split(".")[2])
+        elif isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            if (node.level == 0 and mod == REMOTE_PKG) or (node.level == 1 and not mod):
+                found.update(a.name for a in node.names)
+            elif node.level == 0 and mod.startswith(REMOTE_PKG + "."):
+                found.add(mod.split(".")[2])
+            elif node.level == 1:
+                found.add(mod.split(".")[0])
+    return found
+
+
+def bundle_sources(module: str, root: str = REMOTE_DIR) -> dict[str, str]:
+    """{dotted name: source} for `module` and every fleetops.remote module it imports (transitively)."""
+    if not _NAME.match(module or ""):
+        raise ValueError(f"bad payload name {module!r}")
+    key = (root, module)
+    with _cache_lock:
+        hit = _cache.get(key)
+    if hit is not None:
+        stamp, mods = hit
+        if all(_stamp(path) == st for path, st in stamp):
+            return mods
+    mods: dict[str, str] = {}
+    stamp = []
+    todo = [module]
+    while todo:
+        name = todo.pop()
+        dotted = f"{REMOTE_PKG}.{name}"
+        if dotted in mods:
+            continue
+        path = os.path.join(root, name + ".py")
+        if not os.path.isfile(path):
+            if name == module:
+                raise FileNotFoundError(f"no payload named {module!r} ({path})")
+            continue                    # `from fleetops.remote import x` where x is not a module
+        with open(path, encoding="utf-8") as f:
+            src = f.read()
+        stamp.append((path, _stamp(path)))
+        mods[dotted] = src
+        todo.extend(n for n in _referenced(src, path) if _NAME.match(n))
+    init = os.path.join(root, "__init__.py")
+    if os.path.isfile(init):
+        with open(init, encoding="utf-8") as f:
+            mods[REMOTE_PKG] = f.read()
+        stamp.append((init, _stamp(init)))
+    with _cache_lock:
+        _cache[key] = (tuple(stamp), mods)
+    return mods
+
+
+def _stamp(path: str):
+    try:
+        st = os.stat(path)
+        return st.st_mtime_ns, st.st_size
+    except OSError:
+        return None
+
+
+def build_command(marker: str, python: str | None = None) -> tuple[str, list[str]]:
+    """(POSIX sh command line, interpreters tried): find python, exec it with the bootstrap."""
+    boot = BOOTSTRAP.replace("@MARKER@", repr(marker))
+    # base64 keeps the -c argument one line of plain characters for any login shell
+    code = "import base64;exec(base64.b64decode('%s'))" % base64.b64encode(boot.encode()).decode()
+    qcode = shlex.quote(code)
+    if python:
+        words = shlex.split(python)
+        first = shlex.quote(words[0])
+        rest = "".join(" " + shlex.quote(w) for w in words[1:])
+        probe = (f"if command -v {first} >/dev/null 2>&1; then exec {first}{rest} -I -c {qcode}; fi; ")
+        tried = [python]
+    else:
+        cands = " ".join(shlex.quote(p) for p in DEFAULT_PYTHONS)
+        probe = (f'for p in {cands}; do if command -v "$p" >/dev/null 2>&1; then '
+                 f'exec "$p" -I -c {qcode}; fi; done; ')
+        tried = list(DEFAULT_PYTHONS)
+    return probe + f"echo {NO_PYTHON} >&2; exit 127", tried
+
+
+def encode_input(modules: dict, entry: str, args: dict) -> bytes:
+    doc = json.dumps({"modules": modules, "entry": entry, "args": args}, separators=(",", ":"))
+    return base64.b64encode(zlib.compress(doc.encode("utf-8"), 6)) + b"\n"
+
+
+def _tail(data: bytes, lines: int = TAIL_LINES, limit: int = 4000) -> str:
+    text = data.decode("utf-8", errors="replace").rstrip()
+    return "\n".join(text.splitlines()[-lines:])[-limit:]
+
+
+def _failed(msg: str, **extra) -> dict:
+    out = {"changed": False, "failed": True, "skipped": False, "msg": msg}
+    out.update(extra)
+    return out
+
+
+def run_payload(transport, module: str, args: dict, python: str | None = None,
+                become_user: str | None = None, timeout: float | None = None) -> dict:
+    """Run fleetops/remote/<module>.py's main(args) on the transport's host; returns its result.
+
+    Payload errors come back as failed results; only a lost connection raises (Unreachable).
+    """
+    try:
+        modules = bundle_sources(module)
+    except (OSError, ValueError, SyntaxError) as e:
+        return _failed(f"cannot bundle payload {module}: {e}", payload_seconds=0.0)
+    return run_modules(transport, modules, f"{REMOTE_PKG}.{module}", args, python=python,
+                       become_user=become_user, timeout=timeout)
+
+
+def run_modules(transport, modules: dict, entry: str, args: dict, python: str | None = None,
+                become_user: str | None = None, timeout: float | None = None) -> dict:
+    """Lower level of run_payload: ship an explicit {dotted name: source} bundle."""
+    params = getattr(transport, "params", None)
+    if python is None:
+        python = getattr(params, "python", None)
+    if timeout is None:
+        timeout = getattr(params, "command_timeout", None)
+    label = entry.rsplit(".", 1)[-1]
+    marker = f"--fleetops-result-{uuid.uuid4().hex}--"
+    try:
+        stdin = encode_input(modules, entry, args)
+    except (TypeError, ValueError) as e:
+        return _failed(f"payload {label}: arguments are not JSON-serialisable: {e}", payload_seconds=0.0)
+    command, tried = build_command(marker, python)
+    command = become_wrap(command, become_user)
+    started = time.monotonic()
+    res = transport.run(command, stdin=stdin, timeout=timeout)
+    seconds = round(time.monotonic() - started, 4)
+    out = _parse(res, marker, label, tried, timeout)
+    out["payload_seconds"] = seconds
+    return out
+
+
+def _parse(res, marker: str, label: str, tried: list, timeout) -> dict:
+    if res.timed_out:
+        return _failed(f"payload {label} timed out after {timeout:g}s", stderr=_tail(res.stderr))
+    if res.rc == 127 and NO_PYTHON.encode() in res.stderr:
+        return _failed(f"no python3 on host (tried {', '.join(tried)})")
+    sep = f"\n{marker}\n".encode()
+    at = res.stdout.rfind(sep)
+    if at < 0:
+        tail = _tail(res.stderr)
+        last = tail.splitlines()[-1] if tail else ""
+        if res.rc != 0:
+            return _failed(f"payload {label} failed (rc {res.rc}): {last or 'no output'}", rc=res.rc,
+                           stderr=tail)
+        excerpt = res.stdout[-400:].decode("utf-8", errors="replace")
+        return _failed(f"payload {label} returned no result (rc 0)", rc=res.rc, stderr=tail,
+                       stdout_excerpt=excerpt)
+    body = res.stdout[at + len(sep):]
+    try:
+        data = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        excerpt = body[:400].decode("utf-8", errors="replace")
+        return _failed(f"payload {label} result is not JSON: {excerpt!r}", stderr=_tail(res.stderr))
+    if not isinstance(data, dict):
+        return _failed(f"payload {label} result is {type(data).__name__}, not an object")
+    data.setdefault("changed", False)
+    data.setdefault("failed", False)
+    data.setdefault("skipped", False)
+    data.setdefault("msg", "")
+    return data

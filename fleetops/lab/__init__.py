@@ -1,0 +1,4 @@
+"""`fleetops lab`: a local demo/test fleet of real OpenSSH servers on 127.0.0.1."""
+from fleetops.lab.lab import Lab, LabError
+
+__all__ = ["Lab", "LabError"]
