@@ -159,6 +159,24 @@ def _runtime_names(play: Play) -> set:
     return names
 
 
+def check_connections(inventory, hosts) -> None:
+    """Connection inputs are bad input too: a bad port, a missing private key, a key
+    readable by others or encrypted with no agent is refused before any host is contacted."""
+    if not hasattr(inventory, "connection_params"):
+        return
+    from fleetops.engine.ssh import check_private_key
+
+    checked: set = set()
+    for host in hosts:
+        params = inventory.connection_params(host)
+        if params.key_file and params.key_file not in checked:
+            checked.add(params.key_file)
+            try:
+                check_private_key(params.key_file)
+            except BadInput as exc:
+                raise BadInput(f"host {host}: {exc.msg}", where=exc.where or getattr(inventory, "path", None)) from None
+
+
 def validate(playbook: Playbook, inventory, extra_vars: dict, modules: dict) -> None:
     """Raise BadInput for the first problem in the playbook; return None when it can run."""
     templar = Templar()
@@ -166,6 +184,7 @@ def validate(playbook: Playbook, inventory, extra_vars: dict, modules: dict) -> 
     runtime: set = set()   # registered / set_fact names persist per host across plays
     for play in playbook.plays:
         hosts = _select(play, inventory)
+        check_connections(inventory, hosts)
         inv_names: set = set()
         for host in hosts:
             inv_names |= set(inventory.get_vars(host))
