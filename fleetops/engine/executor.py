@@ -1,0 +1,679 @@
+"""The executor: runs a playbook's plays over the fleet with Ansible's linear strategy.
+
+Per play: hosts from the pattern (and --limit), split into `serial` batches;
+within a batch each task runs on every live host at once (`forks` worker
+threads) and the next task starts when all are done, so an operator can reason
+about a run exactly as with Ansible. Blocks, handlers, max_fail_percentage and
+any_errors_fatal follow Ansible's semantics. Output is events only
+(engine/events.py): the display, --json and the results store listen.
+The per-host task logic (when/loop/until/...) lives in engine/taskrun.py.
+"""
+from __future__ import annotations
+
+import collections.abc
+import concurrent.futures
+import copy
+import os
+import threading
+import time
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+from fleetops.engine import secrets as _secrets
+from fleetops.engine.events import EventSink
+from fleetops.engine.local import LocalTransport
+from fleetops.engine.payload import bundle_sources, run_payload
+from fleetops.engine.taskrun import (Frame, HostState, TaskRunner, failed_result, unreachable_result)
+from fleetops.engine.templating import Templar, TemplateError, mark_unsafe
+from fleetops.engine.transport import ConnParams
+from fleetops.errors import (EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, BadInput,
+                             Unreachable)
+from fleetops.modules.registry import get_modules
+
+_BUNDLE_LOCK = threading.Lock()
+STAT_KEYS = ("ok", "changed", "unreachable", "failed", "skipped", "rescued", "ignored")
+FACTS_TASK = SimpleNamespace(name="Gathering Facts", module="gather_facts", register=None, notify=[],
+                             ignore_errors=False, run_once=False, tags=["always"])
+
+
+@dataclass
+class RunOptions:
+    limit: str | None = None
+    tags: set = field(default_factory=set)
+    skip_tags: set = field(default_factory=set)
+    extra_vars: dict = field(default_factory=dict)
+    forks: int = 20
+    check: bool = False
+    diff: bool = False
+    accept_new_host_keys: bool = False
+    results_dir: str = "fleetops-runs"
+    known_hosts: str | None = None
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    status: str          # ok | failed | unreachable | interrupted
+    exit_code: int
+    stats: dict          # host -> {ok, changed, unreachable, failed, skipped, rescued, ignored}
+
+
+# ---------------------------------------------------------------- pure helpers
+
+def batch_size(entry, total: int) -> int:
+    """One `serial` entry -> batch size: ints as given, "N%" of the play's hosts rounded down, at least 1."""
+    if isinstance(entry, str) and entry.strip().endswith("%"):
+        size = int(total * float(entry.strip()[:-1]) / 100)
+    else:
+        size = int(entry)
+        if size <= 0:
+            size = total
+    return max(1, size)
+
+
+def split_batches(hosts: list, serial) -> list[list]:
+    """Ansible's serial batching: the last entry repeats until the hosts run out."""
+    hosts = list(hosts)
+    if not hosts:
+        return []
+    if serial is None or serial == [] or serial == "":
+        return [hosts]
+    entries = serial if isinstance(serial, (list, tuple)) else [serial]
+    sizes = [batch_size(e, len(hosts)) for e in entries]
+    out, i, k = [], 0, 0
+    while i < len(hosts):
+        size = sizes[min(k, len(sizes) - 1)]
+        out.append(hosts[i:i + size])
+        i += size
+        k += 1
+    return out
+
+
+def tags_match(task_tags, only, skip) -> bool:
+    """Ansible's tag selection: `always` runs unless skipped by name, `never` only when asked for."""
+    tags = set(task_tags or ())
+    only = set(only or ()) or {"all"}
+    skip = set(skip or ())
+    if "always" in tags and "always" not in skip:
+        run = True
+    elif "all" in only and "never" not in tags:
+        run = True
+    elif tags & only:
+        run = True
+    elif "tagged" in only and tags and "never" not in tags:
+        run = True
+    elif "untagged" in only and not tags:
+        run = True
+    else:
+        run = False
+    if run and skip:
+        if "all" in skip:
+            if "always" not in tags or "always" in skip:
+                run = False
+        elif tags & skip:
+            run = False
+        elif "tagged" in skip and tags:
+            run = False
+        elif "untagged" in skip and not tags:
+            run = False
+    return run
+
+
+def _walk(tasks):
+    for t in tasks or ():
+        yield t
+        if getattr(t, "block", None) is not None:
+            yield from _walk(t.block)
+            yield from _walk(t.rescue)
+            yield from _walk(t.always)
+
+
+def _scrub_value(value, values):
+    if isinstance(value, str):
+        return _secrets.scrub(value, values)
+    if isinstance(value, dict):
+        return {k: _scrub_value(v, values) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_scrub_value(v, values) for v in value]
+    return value
+
+
+class HostVars(collections.abc.Mapping):
+    """`hostvars`: other hosts' variables, computed only when a template looks one up."""
+
+    def __init__(self, run: "_Run", pctx):
+        self._run = run
+        self._pctx = pctx
+
+    def __getitem__(self, host):
+        if host not in self._run.inventory.hosts:
+            raise KeyError(host)
+        return self._run.host_view(self._pctx, host)
+
+    def __iter__(self):
+        return iter(self._run.inventory.hosts)
+
+    def __len__(self):
+        return len(self._run.inventory.hosts)
+
+
+@dataclass
+class _Play:
+    play: object
+    index: int
+    hosts: list
+    batch: list = field(default_factory=list)
+    index_of: dict = field(default_factory=dict)
+    facts_index: int = 0
+    vars_files: dict = field(default_factory=dict)
+    abort: str | None = None
+
+
+# ---------------------------------------------------------------- the run
+
+class _Run:
+    def __init__(self, playbook, inventory, options: RunOptions, events: EventSink, run_id: str,
+                 stop: threading.Event | None, transport_factory):
+        self.playbook = playbook
+        self.inventory = inventory
+        self.options = options
+        self.events = events or EventSink()
+        self.run_id = run_id
+        self.stop = stop if stop is not None else threading.Event()
+        if transport_factory is None:
+            from fleetops.engine.ssh import SSHTransport
+            transport_factory = SSHTransport
+        self.transport_factory = transport_factory
+        self.templar = Templar()
+        self.modules = get_modules()
+        self.playbook_dir = (getattr(playbook, "dir", None)
+                             or os.path.dirname(os.path.abspath(getattr(playbook, "path", "") or ".")))
+        self.omit = f"__omit_place_holder__{uuid.uuid4().hex}"
+        self.lock = threading.RLock()
+        self.hosts: dict[str, HostState] = {}
+        self.stats: dict[str, dict] = {}
+        self.interrupted = False
+        self._inv_vars: dict = {}
+        self._params: dict = {}
+        self._groups = None
+        self._bundled: set = set()
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, int(options.forks or 1)),
+                                                          thread_name_prefix="fleetops-fork")
+
+    # -- entry
+    def run(self) -> RunOutcome:
+        opts = {
+            "limit": self.options.limit, "tags": sorted(self.options.tags or ()),
+            "skip_tags": sorted(self.options.skip_tags or ()),
+            "extra_vars": _secrets.mask(dict(self.options.extra_vars or {})),
+            "forks": self.options.forks, "check": self.options.check, "diff": self.options.diff,
+            "accept_new_host_keys": self.options.accept_new_host_keys,
+            "results_dir": self.options.results_dir, "known_hosts": self.options.known_hosts,
+        }
+        self.events.run_start(self.run_id, str(getattr(self.playbook, "path", "")),
+                              str(getattr(self.inventory, "path", "")), opts)
+        try:
+            for index, play in enumerate(self.playbook.plays):
+                if self._stopped():
+                    break
+                if self._run_play(index, play):
+                    break
+        finally:
+            self.pool.shutdown(wait=True)
+            self._close_all()
+        if self.interrupted:
+            status, code = "interrupted", EXIT_INTERRUPTED
+        elif any(st.failed for st in self.hosts.values()):
+            status, code = "failed", EXIT_HOST_FAILED
+        elif any(st.unreachable for st in self.hosts.values()):
+            status, code = "unreachable", EXIT_UNREACHABLE
+        else:
+            status, code = "ok", EXIT_OK
+        stats = {h: dict(s) for h, s in self.stats.items()}
+        self.events.run_end(status, stats, code)
+        return RunOutcome(run_id=self.run_id, status=status, exit_code=code, stats=stats)
+
+    def _stopped(self) -> bool:
+        if self.stop.is_set():
+            self.interrupted = True
+            return True
+        return False
+
+    def _close_all(self) -> None:
+        for st in self.hosts.values():
+            for t in (st.transport, st.local):
+                if t is not None:
+                    try:
+                        t.close()
+                    except Exception:  # noqa: BLE001 - closing must not hide the run's result
+                        pass
+
+    # -- plays and batches
+    def state(self, host: str) -> HostState:
+        st = self.hosts.get(host)
+        if st is None:
+            with self.lock:
+                st = self.hosts.setdefault(host, HostState(name=host))
+        return st
+
+    def _play_hosts(self, play) -> list:
+        hosts = self.inventory.select(play.hosts)
+        if self.options.limit:
+            allowed = set(self.inventory.select(self.options.limit))
+            hosts = [h for h in hosts if h in allowed]
+        return [h for h in hosts if not (self.state(h).failed or self.state(h).unreachable)]
+
+    def _run_play(self, index: int, play) -> bool:
+        """Run one play; True when the whole run must stop (abort or interrupt)."""
+        hosts = self._play_hosts(play)
+        self.events.play_start(index, play.name or play.hosts, list(hosts))
+        if not hosts:
+            self.events.play_end(index, "no hosts matched")
+            return False
+        for h in hosts:
+            self.stats.setdefault(h, {k: 0 for k in STAT_KEYS})
+        pctx = _Play(play=play, index=index, hosts=hosts)
+        counter = 0
+        if play.gather_facts:
+            pctx.facts_index = counter
+            counter += 1
+        for t in list(_walk(play.tasks)) + list(_walk(play.handlers)):
+            pctx.index_of[id(t)] = counter
+            counter += 1
+        try:
+            pctx.vars_files = self._load_vars_files(play)
+        except (BadInput, OSError) as e:
+            for h in hosts:
+                self.state(h).failed = True
+                self.stats[h]["failed"] += 1
+            self.events.play_end(index, f"vars_files: {e}")
+            return True
+
+        reason = None
+        batches = split_batches(hosts, play.serial)
+        for bindex, batch in enumerate(batches):
+            if self._stopped():
+                reason = "interrupted"
+                break
+            pctx.batch = list(batch)
+            self.events.batch_start(index, bindex, list(batch))
+            live = list(batch)
+            if play.gather_facts:
+                live = self._gather(pctx, live)
+            live = self._run_list(pctx, play.tasks, live, Frame())
+            if not pctx.abort and not self.stop.is_set():
+                live = self._run_handlers(pctx, live)
+            for h in batch:
+                st = self.state(h)
+                st.notified.clear()
+                if h not in live and not st.unreachable:
+                    st.failed = True
+            if pctx.abort:
+                reason = pctx.abort
+                break
+            if self._stopped():
+                reason = "interrupted"
+                break
+            bad = [h for h in batch if self.state(h).failed or self.state(h).unreachable]
+            mfp = play.max_fail_percentage
+            if mfp is not None and bad and 100.0 * len(bad) / len(batch) > mfp:
+                pct = 100.0 * len(bad) / len(batch)
+                reason = pctx.abort = (f"max_fail_percentage exceeded: {len(bad)} of {len(batch)} hosts "
+                                       f"of batch {bindex + 1} failed ({pct:.0f}% > {mfp:g}%)")
+                break
+            if bad and len(bad) == len(batch):
+                reason = pctx.abort = f"all hosts of batch {bindex + 1} failed"
+                break
+        self.events.play_end(index, reason)
+        return bool(pctx.abort) or self.interrupted
+
+    def _load_vars_files(self, play) -> dict:
+        out: dict = {}
+        if not getattr(play, "vars_files", None):
+            return out
+        try:
+            from fleetops.engine.validate import load_vars_file
+        except ImportError:  # validate.py not there: same YAML loader, no extra checks
+            from fleetops.engine.yamlsrc import load_yaml as load_vars_file
+        for path in play.vars_files:
+            full = path if os.path.isabs(path) else os.path.join(self.playbook_dir, path)
+            data = load_vars_file(full)
+            if data is None:
+                continue
+            if not isinstance(data, dict):
+                raise BadInput("a vars file must hold a mapping", where=full)
+            out.update(data)
+        return out
+
+    # -- task lists and blocks
+    def _run_list(self, pctx: _Play, tasks, hosts: list, frame: Frame) -> list:
+        """Run tasks in order over `hosts`; returns the hosts still running (not failed/unreachable)."""
+        live = list(hosts)
+        for task in tasks or ():
+            if not live or pctx.abort or self._stopped():
+                break
+            if getattr(task, "block", None) is not None:
+                live = self._run_block(pctx, task, live, frame)
+                continue
+            if not tags_match(task.tags, self.options.tags, self.options.skip_tags):
+                continue
+            out = self._run_task(pctx, task, live, frame)
+            live = [h for h in live if out.get(h) not in ("failed", "rescued", "unreachable")]
+        return live
+
+    def _run_block(self, pctx: _Play, block, hosts: list, frame: Frame) -> list:
+        """block/rescue/always: rescue takes the hosts that failed in block; always runs for all."""
+        ok = self._run_list(pctx, block.block, hosts, Frame(rescuable=frame.rescuable or bool(block.rescue)))
+        if pctx.abort or self.stop.is_set():
+            return ok
+        failed = [h for h in hosts if h not in ok and not self.state(h).unreachable]
+        keep = set(ok)
+        if block.rescue and failed:
+            keep |= set(self._run_list(pctx, block.rescue, failed, Frame(rescuable=frame.rescuable)))
+        if block.always:
+            targets = [h for h in hosts if not self.state(h).unreachable]
+            keep &= set(self._run_list(pctx, block.always, targets, Frame(rescuable=frame.rescuable)))
+        return [h for h in hosts if h in keep]
+
+    def _run_handlers(self, pctx: _Play, live: list) -> list:
+        """Notified handlers, in definition order, once per host; `listen` topics too."""
+        for handler in pctx.play.handlers or ():
+            if not live or pctx.abort or self._stopped():
+                break
+            names = {n for n in [handler.name] + list(getattr(handler, "listen", None) or []) if n}
+            targets = [h for h in live if self.state(h).notified & names]
+            if not targets:
+                continue
+            out = self._run_task(pctx, handler, targets, Frame())
+            live = [h for h in live if out.get(h) not in ("failed", "rescued", "unreachable")]
+        return live
+
+    # -- one task over hosts
+    def _run_task(self, pctx: _Play, task, live: list, frame: Frame) -> dict:
+        """Run `task` on every host of `live` in parallel; host -> outcome."""
+        tindex = pctx.index_of.get(id(task), -1)
+        name = task.name or task.module
+        self.events.task_start(pctx.index, tindex, name, task.module, list(live))
+        if task.run_once:
+            futures = [self.pool.submit(self._host_task_once, pctx, task, list(live), frame)]
+        else:
+            futures = [self.pool.submit(self._host_task, pctx, task, h, frame) for h in live]
+        outcomes: dict = {}
+        for fut in futures:
+            outcomes.update(fut.result())
+        if pctx.play.any_errors_fatal and not pctx.abort:
+            bad = [h for h in live if outcomes.get(h) in ("failed", "unreachable")]
+            if bad:
+                pctx.abort = f"any_errors_fatal: task '{name}' failed on {', '.join(bad)}"
+        return outcomes
+
+    def _host_task(self, pctx: _Play, task, host: str, frame: Frame) -> dict:
+        if self.stop.is_set():
+            return {host: None}      # interrupted before this host started: nothing ran
+        name = task.name or task.module
+        self.events.host_task_start(host, name)
+        started = time.time()
+        res, secret_values = self._compute(pctx, task, host, frame)
+        ended = time.time()
+        return {host: self._finish(pctx, host, task, frame, res, started, ended, secret_values)}
+
+    def _host_task_once(self, pctx: _Play, task, hosts: list, frame: Frame) -> dict:
+        """run_once: the first reachable host runs it; its result applies to every host."""
+        out: dict = {}
+        for i, host in enumerate(hosts):
+            if self.stop.is_set():
+                return out
+            self.events.host_task_start(host, task.name or task.module)
+            started = time.time()
+            res, secret_values = self._compute(pctx, task, host, frame)
+            ended = time.time()
+            if res.get("unreachable") and i + 1 < len(hosts):
+                out[host] = self._finish(pctx, host, task, frame, res, started, ended, secret_values)
+                continue
+            out[host] = self._finish(pctx, host, task, frame, res, started, ended, secret_values)
+            for other in hosts[i + 1:]:
+                copied = copy.deepcopy(res)
+                copied["run_once_host"] = host
+                out[other] = self._finish(pctx, other, task, frame, copied, started, ended, secret_values)
+            return out
+        return out
+
+    def _compute(self, pctx: _Play, task, host: str, frame: Frame):
+        runner = TaskRunner(self, pctx, host, task, frame)
+        try:
+            res = runner.compute()
+        except Unreachable as e:
+            res = unreachable_result(str(e))
+        except Exception as e:  # noqa: BLE001 - an engine bug fails one host, not the whole run
+            res = failed_result(f"internal error: {type(e).__name__}: {e}",
+                                exception=traceback.format_exc(limit=8))
+        return res, runner.secrets
+
+    def _finish(self, pctx: _Play, host: str, task, frame: Frame, res: dict, started: float,
+                ended: float, secret_values) -> str:
+        """Executor keys, stats, register/set_fact/notify, the event. Returns the host's outcome."""
+        st = self.state(host)
+        unreachable = bool(res.get("unreachable"))
+        failed = bool(res.get("failed")) and not unreachable
+        ignored = failed and bool(getattr(task, "ignore_errors", False))
+        rescued = failed and not ignored and frame.rescuable
+        res["unreachable"] = unreachable
+        res["ignored"] = ignored
+        res["rescued"] = rescued
+        res["duration"] = round(max(0.0, ended - started), 4)
+        for key, default in (("changed", False), ("failed", False), ("skipped", False), ("msg", "")):
+            res.setdefault(key, default)
+
+        register = getattr(task, "register", None)
+        with self.lock:
+            if register:
+                st.persistent[register] = mark_unsafe(res)
+            if not failed and not unreachable:
+                facts = {}
+                for r in [res] + [r for r in res.get("results", ()) if isinstance(r, dict)]:
+                    if isinstance(r.get("ansible_facts"), dict) and not r.get("failed"):
+                        facts.update(r["ansible_facts"])
+                if facts and getattr(task, "module", None) != "gather_facts":
+                    st.persistent.update(mark_unsafe(facts))
+            if rescued:
+                st.persistent["ansible_failed_task"] = {"name": task.name or task.module,
+                                                        "module": task.module}
+                st.persistent["ansible_failed_result"] = mark_unsafe(res)
+            if res.get("changed") and (not failed or ignored) and getattr(task, "notify", None):
+                st.notified.update(task.notify)
+            s = self.stats.setdefault(host, {k: 0 for k in STAT_KEYS})
+            if unreachable:
+                s["unreachable"] += 1
+                st.unreachable = True
+            elif failed and not ignored:
+                s["rescued" if rescued else "failed"] += 1
+            elif res.get("skipped"):
+                s["skipped"] += 1
+            else:
+                s["ok"] += 1
+                if res.get("changed"):
+                    s["changed"] += 1
+                if ignored:
+                    s["ignored"] += 1
+        if unreachable:
+            t = st.transport
+            if t is not None:
+                try:
+                    t.close()
+                except Exception:  # noqa: BLE001
+                    pass
+        shown = _scrub_value(res, secret_values) if secret_values else res
+        self.events.host_result(host, pctx.index, pctx.index_of.get(id(task), pctx.facts_index),
+                                task.name or task.module, task.module, shown, started, ended)
+        if unreachable:
+            return "unreachable"
+        if failed and not ignored:
+            return "rescued" if rescued else "failed"
+        return "ok"
+
+    # -- facts
+    def _gather(self, pctx: _Play, live: list) -> list:
+        self.events.task_start(pctx.index, pctx.facts_index, FACTS_TASK.name, FACTS_TASK.module, list(live))
+        futures = [self.pool.submit(self._gather_host, pctx, h) for h in live]
+        outcomes: dict = {}
+        for fut in futures:
+            outcomes.update(fut.result())
+        if pctx.play.any_errors_fatal:
+            bad = [h for h in live if outcomes.get(h) in ("failed", "unreachable")]
+            if bad:
+                pctx.abort = f"any_errors_fatal: gathering facts failed on {', '.join(bad)}"
+        return [h for h in live if outcomes.get(h) not in ("failed", "unreachable")]
+
+    def _gather_host(self, pctx: _Play, host: str) -> dict:
+        if self.stop.is_set():
+            return {host: None}
+        self.events.host_task_start(host, FACTS_TASK.name)
+        started = time.time()
+        try:
+            transport = self.transport_for(host, delegated=False)
+            res = self.payload(transport, "facts", {}, python=transport.params.python)
+            facts = res.get("ansible_facts")
+            if not res.get("failed") and not isinstance(facts, dict):
+                res = failed_result("the facts payload returned no ansible_facts")
+            elif not res.get("failed"):
+                st = self.state(host)
+                st.facts = mark_unsafe({**facts, "ansible_facts": facts})
+                self.events.host_facts(host, facts)
+        except Unreachable as e:
+            res = unreachable_result(str(e))
+        except Exception as e:  # noqa: BLE001
+            res = failed_result(f"gathering facts: {type(e).__name__}: {e}")
+        ended = time.time()
+        return {host: self._finish(pctx, host, FACTS_TASK, Frame(), res, started, ended, set())}
+
+    # -- variables
+    def inventory_vars(self, host: str) -> dict:
+        v = self._inv_vars.get(host)
+        if v is None:
+            v = self.inventory.get_vars(host)
+            with self.lock:
+                self._inv_vars[host] = v
+        return v
+
+    def groups(self) -> dict:
+        if self._groups is None:
+            self._groups = self.inventory.groups_map()
+        return self._groups
+
+    def _magic(self, pctx: _Play, host: str, check: bool) -> dict:
+        active = [h for h in pctx.hosts if not (self.state(h).failed or self.state(h).unreachable)]
+        results_dir = os.path.abspath(self.options.results_dir)
+        return {
+            "inventory_hostname": host,
+            "inventory_hostname_short": host.split(".", 1)[0],
+            "groups": self.groups(),
+            "hostvars": HostVars(self, pctx),
+            "play_hosts": active,
+            "ansible_play_hosts": active,
+            "ansible_play_hosts_all": list(pctx.hosts),
+            "ansible_play_batch": [h for h in pctx.batch if h in active],
+            "ansible_check_mode": bool(check),
+            "ansible_diff_mode": bool(self.options.diff),
+            "playbook_dir": self.playbook_dir,
+            "fleetops_run_id": self.run_id,
+            "fleetops_results_dir": results_dir,
+            "omit": self.omit,
+        }
+
+    def task_vars(self, pctx: _Play, host: str, task, frame: Frame, check: bool) -> dict:
+        """inventory < facts < play vars < vars_files < block/task vars < registered/set_fact < extra vars."""
+        st = self.state(host)
+        v = dict(self.inventory_vars(host))
+        v.update(st.facts)
+        v.update(pctx.play.vars or {})
+        v.update(pctx.vars_files)
+        v.update(getattr(task, "vars", None) or {})
+        v.update(st.persistent)
+        v.update(self.options.extra_vars or {})
+        v.update(self._magic(pctx, host, check))
+        return v
+
+    def host_view(self, pctx: _Play, host: str) -> dict:
+        """What `hostvars[host]` shows: everything but task-level vars."""
+        st = self.state(host)
+        with self.lock:
+            persistent = dict(st.persistent)
+        v = dict(self.inventory_vars(host))
+        v.update(st.facts)
+        v.update(pctx.play.vars or {})
+        v.update(pctx.vars_files)
+        v.update(persistent)
+        v.update(self.options.extra_vars or {})
+        v.update(inventory_hostname=host, inventory_hostname_short=host.split(".", 1)[0])
+        return v
+
+    @staticmethod
+    def secret_values(variables: dict) -> set:
+        return _secrets.collect_secret_values(variables)
+
+    # -- connections
+    def params_for(self, host: str) -> ConnParams:
+        p = self._params.get(host)
+        if p is None:
+            inv = self.inventory_vars(host)
+            p = self.inventory.connection_params(host, render=lambda value: self.templar.render(value, inv))
+            if self.options.known_hosts:
+                p.known_hosts = self.options.known_hosts
+            p.accept_new_host_keys = bool(p.accept_new_host_keys or self.options.accept_new_host_keys)
+            with self.lock:
+                self._params[host] = p
+        return p
+
+    def inventory_become_user(self, host: str) -> str | None:
+        try:
+            return self.params_for(host).become_user
+        except (BadInput, TemplateError):
+            return None
+
+    def transport_for(self, host: str, delegated: bool):
+        """The host's one transport (connected on first use); LocalTransport for delegate_to: localhost."""
+        st = self.state(host)
+        if delegated:
+            if st.local is None:
+                st.local = LocalTransport()
+            return st.local
+        if st.transport is None:
+            try:
+                params = self.params_for(host)
+            except (BadInput, TemplateError) as e:
+                raise Unreachable(f"{host}: {e}") from None
+            connection = str(self.inventory_vars(host).get("ansible_connection") or "")
+            st.transport = LocalTransport(params) if connection == "local" else self.transport_factory(params)
+        if not st.connected:
+            try:
+                st.transport.connect()
+            except Unreachable:
+                raise
+            except Exception as e:  # noqa: BLE001 - any connect failure means unreachable
+                raise Unreachable(f"{host}: {type(e).__name__}: {e}") from None
+            st.connected = True
+        return st.transport
+
+    def payload(self, transport, name: str, args: dict, python=None, become_user=None, timeout=None) -> dict:
+        # Bundle once under a lock: bundling calls ast.parse, which CPython 3.11 (< 3.11.8,
+        # gh-106905) cannot run in two threads at once ("AST constructor recursion depth
+        # mismatch"); afterwards bundle_sources is a cache hit.
+        if name not in self._bundled:
+            with _BUNDLE_LOCK:
+                try:
+                    bundle_sources(name)
+                except (OSError, ValueError, SyntaxError):
+                    pass              # run_payload reports it as a failed result
+                self._bundled.add(name)
+        return run_payload(transport, name, args, python=python, become_user=become_user, timeout=timeout)
+
+    def host_dir(self, host: str) -> str:
+        return os.path.join(os.path.abspath(self.options.results_dir), self.run_id, host)
+
+
+def run_playbook(playbook, inventory, options: RunOptions, events: EventSink, run_id: str,
+                 stop: threading.Event | None = None, transport_factory=None) -> RunOutcome:
+    """Run every play of `playbook` on `inventory`; events go to `events`; never raises for host problems."""
+    return _Run(playbook, inventory, options, events, run_id, stop, transport_factory).run()

@@ -1,0 +1,349 @@
+"""One task on one host: when -> loop -> render args -> module -> until/retries ->
+changed_when/failed_when. Nothing here touches other hosts or emits events.
+
+Kept apart from executor.py (which owns batches, blocks, handlers and events)
+so the Ansible task semantics can be read in one place.
+"""
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleetops.engine.templating import TemplateError, mark_unsafe
+from fleetops.errors import Unreachable
+from fleetops.modules.base import Arg, TaskContext
+
+FALSE_STRINGS = {"false", "no", "off", "0", "n", "", "none"}
+
+
+def truthy(value: Any) -> bool:
+    """Condition truth as Ansible sees it: the string "False" is false."""
+    if isinstance(value, str):
+        return value.strip().lower() not in FALSE_STRINGS
+    return bool(value)
+
+
+def evaluate_condition(templar, cond: Any, variables: dict) -> bool:
+    """One `when`/`until`/`failed_when`/`changed_when`/`assert` item -> bool. Raises TemplateError."""
+    if isinstance(cond, bool):
+        return cond
+    if cond is None:
+        return True
+    return truthy(templar.evaluate(cond, variables))
+
+
+def as_list(value) -> list:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def contract(res: Any) -> dict:
+    """Make any module return value a full contract dict (a module bug must not crash the run)."""
+    if not isinstance(res, dict):
+        return {"changed": False, "failed": True, "skipped": False,
+                "msg": f"module returned {type(res).__name__}, not a dict"}
+    res.setdefault("changed", False)
+    res.setdefault("failed", False)
+    res.setdefault("skipped", False)
+    res.setdefault("msg", "")
+    return res
+
+
+def failed_result(msg: str, **extra) -> dict:
+    out = {"changed": False, "failed": True, "skipped": False, "msg": msg}
+    out.update(extra)
+    return out
+
+
+def skipped_result(msg: str = "", **extra) -> dict:
+    out = {"changed": False, "failed": False, "skipped": True, "msg": msg}
+    out.update(extra)
+    return out
+
+
+def unreachable_result(msg: str) -> dict:
+    return {"changed": False, "failed": False, "skipped": False, "unreachable": True, "msg": msg}
+
+
+@dataclass
+class HostState:
+    """What the run knows about one host; written only by the thread running its task."""
+
+    name: str
+    transport: Any = None
+    connected: bool = False
+    local: Any = None               # LocalTransport for delegate_to: localhost
+    facts: dict = field(default_factory=dict)
+    persistent: dict = field(default_factory=dict)   # registered results and set_fact, for the run
+    unreachable: bool = False
+    failed: bool = False            # failed in an earlier batch/play: excluded from later plays
+    notified: set = field(default_factory=set)
+
+
+@dataclass
+class Frame:
+    """Where a task sits: the playbook model already resolved inherited keywords
+    (when, vars, become, check_mode, ...), so only rescue scope is left to track."""
+
+    rescuable: bool = False         # a failure here is handled by an enclosing block's rescue
+
+
+def effective_check(run, task) -> bool:
+    if getattr(task, "check_mode", None) is not None:
+        return bool(task.check_mode)
+    return bool(run.options.check)
+
+
+def _coerce(value, spec: Arg):
+    """Rendered strings for typed arguments ("8080" for an int port) become the declared type."""
+    types = spec.type if isinstance(spec.type, tuple) else (spec.type,)
+    if not isinstance(value, str) or str in types:
+        return value
+    text = value.strip()
+    if bool in types and text.lower() in ("true", "yes", "on", "false", "no", "off"):
+        return text.lower() in ("true", "yes", "on")
+    if int in types:
+        try:
+            return int(text)
+        except ValueError:
+            pass
+    if float in types:
+        try:
+            return float(text)
+        except ValueError:
+            pass
+    return value
+
+
+def prepare_args(module_cls, rendered: dict, omit: str) -> dict:
+    """Drop `omit`ted arguments, fill declared defaults, coerce rendered scalars."""
+    args = {k: v for k, v in (rendered or {}).items() if not (isinstance(v, str) and v == omit)}
+    for name, spec in (module_cls.args or {}).items():
+        if name not in args and spec.default is not None:
+            args[name] = spec.default
+        elif name in args and args[name] is not None:
+            args[name] = _coerce(args[name], spec)
+    return args
+
+
+def secret_arg_values(module_cls, args: dict) -> set:
+    out = set()
+    for name, spec in (module_cls.args or {}).items():
+        if spec.secret and isinstance(args.get(name), str) and len(args[name]) >= 4:
+            out.add(args[name])
+    return out
+
+
+class TaskRunner:
+    """Computes one task's result for one host; `run` is the executor's _Run."""
+
+    def __init__(self, run, pctx, host: str, task, frame: Frame):
+        self.run = run
+        self.pctx = pctx
+        self.host = host
+        self.task = task
+        self.frame = frame
+        self.templar = run.templar
+        self.check = effective_check(run, task)
+        self.secrets: set = set()
+
+    # -- the whole task
+    def compute(self) -> dict:
+        task = self.task
+        variables = self.run.task_vars(self.pctx, self.host, task, self.frame, self.check)
+        self.secrets |= self.run.secret_values(variables)
+        conditions = as_list(task.when)
+        if task.loop is None:
+            ok, res = self._when(conditions, variables)
+            if not ok:
+                return res
+            return self._run_once(variables)
+        try:
+            items = self._loop_items(variables)
+        except TemplateError as e:
+            return failed_result(f"loop: {e}")
+        loop_var = getattr(task, "loop_var", None) or "item"
+        if not items:
+            return skipped_result("No items in the list", results=[], skip_reason="No items in the list")
+        results = []
+        for item in items:
+            iv = dict(variables)
+            iv[loop_var] = item
+            iv["ansible_loop_var"] = loop_var
+            ok, res = self._when(conditions, iv)
+            if ok:
+                res = self._run_once(iv)
+            res[loop_var] = item
+            res["ansible_loop_var"] = loop_var
+            results.append(res)
+            if res.get("unreachable"):
+                out = unreachable_result(res.get("msg", ""))
+                out["results"] = results
+                return out
+            if self.run.stop.is_set():
+                break
+        failed = any(r.get("failed") for r in results)
+        return {
+            "results": results,
+            "changed": any(r.get("changed") for r in results),
+            "failed": failed,
+            "skipped": all(r.get("skipped") for r in results),
+            "msg": "One or more items failed" if failed else "All items completed",
+        }
+
+    def _loop_items(self, variables: dict) -> list:
+        loop = self.task.loop
+        if isinstance(loop, str):
+            value = self.templar.evaluate(loop, variables) if "{{" not in loop else self.templar.render(loop, variables)
+        else:
+            value = self.templar.render(loop, variables)
+        if isinstance(value, dict):
+            raise TemplateError("loop needs a list, got a mapping (use dict2items)")
+        if isinstance(value, str) or not hasattr(value, "__iter__"):
+            raise TemplateError(f"loop needs a list, got {type(value).__name__}")
+        return list(value)
+
+    def _when(self, conditions: list, variables: dict) -> tuple[bool, dict | None]:
+        for cond in conditions:
+            try:
+                if not evaluate_condition(self.templar, cond, variables):
+                    return False, skipped_result("Conditional result was False",
+                                                 skip_reason="Conditional result was False",
+                                                 false_condition=cond if isinstance(cond, (str, bool)) else str(cond))
+            except TemplateError as e:
+                return False, failed_result(f"error evaluating when ({cond}): {e}")
+        return True, None
+
+    # -- one execution (one item)
+    def _run_once(self, variables: dict) -> dict:
+        task = self.task
+        module_cls = self.run.modules.get(task.module)
+        if module_cls is None:
+            return failed_result(f"unknown module {task.module!r}")
+        try:
+            rendered = self.templar.render(task.args or {}, variables)
+        except TemplateError as e:
+            return failed_result(str(e))
+        if not isinstance(rendered, dict):
+            return failed_result(f"arguments rendered to {type(rendered).__name__}, not a mapping")
+        args = prepare_args(module_cls, rendered, variables.get("omit"))
+        self.secrets |= secret_arg_values(module_cls, args)
+        try:
+            ctx = self._context(module_cls, variables)
+        except Unreachable as e:
+            return unreachable_result(str(e))
+
+        register = getattr(task, "register", None)
+        until = as_list(getattr(task, "until", None))
+        try:
+            retries = self._number(getattr(task, "retries", None), 3, variables)
+            delay = float(self._number(getattr(task, "delay", None), 5, variables))
+        except (TemplateError, TypeError, ValueError) as e:
+            return failed_result(f"retries/delay: {e}")
+        attempts_max = max(1, int(retries) + 1) if until else 1
+
+        attempt = 0
+        while True:
+            attempt += 1
+            res = self._call(module_cls, ctx, args)
+            if res.get("unreachable"):
+                return res
+            cond_vars = variables
+            if register:
+                cond_vars = dict(variables)
+                cond_vars[register] = mark_unsafe(res)
+            if not res.get("skipped"):
+                res = self._apply_conditions(res, cond_vars)
+            if not until:
+                return res
+            res["attempts"] = attempt
+            if register:
+                cond_vars = dict(variables)
+                cond_vars[register] = mark_unsafe(res)
+            try:
+                done = all(evaluate_condition(self.templar, c, cond_vars) for c in until)
+            except TemplateError as e:
+                res["failed"] = True
+                res["msg"] = f"error evaluating until: {e}"
+                return res
+            if done:
+                return res
+            if attempt >= attempts_max:
+                res["failed"] = True
+                res["retries_exhausted"] = True
+                res["msg"] = (res.get("msg") or "") + f" (until condition not met after {attempt} attempts)"
+                return res
+            if self.run.stop.wait(delay) if delay > 0 else self.run.stop.is_set():
+                res["failed"] = True
+                res["msg"] = (res.get("msg") or "") + " (interrupted while retrying)"
+                return res
+
+    def _number(self, value, default, variables):
+        """retries/delay: an int or a template giving one."""
+        if value is None:
+            return default
+        if isinstance(value, str):
+            value = self.templar.render(value, variables)
+        return float(value) if not isinstance(value, (int, float)) else value
+
+    def _call(self, module_cls, ctx: TaskContext, args: dict) -> dict:
+        try:
+            return contract(module_cls().run(ctx, dict(args)))
+        except Unreachable as e:
+            return unreachable_result(str(e))
+        except TemplateError as e:
+            return failed_result(str(e))
+        except Exception as e:  # noqa: BLE001 - a module bug fails this host, not the run
+            return failed_result(f"module {module_cls.name} crashed: {type(e).__name__}: {e}",
+                                 exception=traceback.format_exc(limit=8))
+
+    def _apply_conditions(self, res: dict, cond_vars: dict) -> dict:
+        task = self.task
+        changed_when = getattr(task, "changed_when", None)
+        failed_when = getattr(task, "failed_when", None)
+        try:
+            if changed_when:
+                res["changed"] = all(evaluate_condition(self.templar, c, cond_vars) for c in changed_when)
+            if failed_when:
+                fw = all(evaluate_condition(self.templar, c, cond_vars) for c in failed_when)
+                res["failed_when_result"] = fw
+                res["failed"] = fw
+        except TemplateError as e:
+            res["failed"] = True
+            res["msg"] = f"error evaluating changed_when/failed_when: {e}"
+        return res
+
+    def _context(self, module_cls, variables: dict) -> TaskContext:
+        run, task = self.run, self.task
+        delegated = getattr(task, "delegate_to", None) in ("localhost", "127.0.0.1")
+        if module_cls.runs_on_controller:
+            transport = None
+        else:
+            transport = run.transport_for(self.host, delegated)
+        become_user = None
+        if getattr(task, "become", False):        # effective: play, blocks, own
+            become_user = (getattr(task, "become_user", None) or run.inventory_become_user(self.host)
+                           or "root")
+        python = None
+        if transport is not None and not delegated:
+            python = transport.params.python
+        check, diff = self.check, bool(run.options.diff)
+
+        def payload(name: str, pargs: dict, timeout: float | None = None) -> dict:
+            if transport is None:
+                raise RuntimeError(f"module {module_cls.name} runs on the controller and has no host connection")
+            a = dict(pargs)
+            a.setdefault("_check", check)
+            a.setdefault("_diff", diff)
+            return run.payload(transport, name, a, python=python, become_user=become_user, timeout=timeout)
+
+        return TaskContext(
+            host=self.host, transport=transport, variables=variables, check=check, diff=diff,
+            host_dir=run.host_dir(self.host), payload=payload, project_dir=run.playbook_dir,
+            templar=self.templar,
+            extra={"become_user": become_user, "delegated": delegated, "run_id": run.run_id,
+                   "results_dir": run.options.results_dir, "stop": run.stop, "task": task},
+        )
+

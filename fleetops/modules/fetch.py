@@ -1,0 +1,79 @@
+"""`fetch`: copy one host file into the run's results folder, `<results>/<run-id>/<host>/`.
+
+Fetched files live beside the run's record so `fleetops report` and a later
+investigation find them with the run, never scattered over the controller.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+
+from fleetops.modules.base import Arg, Module, TaskContext, result
+from fleetops.modules.command import become_user
+
+
+def _sha256(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+class Fetch(Module):
+    name = "fetch"
+    args = {
+        "src": Arg(str, required=True),
+        "dest": Arg(str),
+        "fail_on_missing": Arg(bool, default=True),
+    }
+
+    def run(self, ctx: TaskContext, args: dict) -> dict:
+        src = str(args["src"])
+        name = str(args.get("dest") or os.path.basename(src.rstrip("/")))
+        rel = os.path.normpath(name)
+        if os.path.isabs(name) or rel == ".." or rel.startswith("../") or rel in ("", "."):
+            return result(failed=True, msg=f"dest {name!r} must be a relative name inside the run's host folder")
+        local = os.path.join(ctx.host_dir, rel)
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        before = _sha256(local)
+        tmp = f"{local}.fetching"
+        try:
+            if become_user(ctx) or src.startswith("~"):
+                # SFTP cannot sudo and does not expand ~: read it with the files payload instead
+                res = ctx.payload("files", {"action": "slurp", "src": src})
+                if res.get("failed"):
+                    if res.get("missing"):
+                        raise FileNotFoundError(src)
+                    return res
+                with open(tmp, "wb") as f:
+                    f.write(base64.b64decode(res["content_b64"]))
+            else:
+                ctx.transport.get_file(src, tmp)
+        except FileNotFoundError:
+            _unlink(tmp)
+            if args.get("fail_on_missing", True):
+                return result(failed=True, msg=f"file not found on the host: {src}", src=src)
+            return result(msg=f"file not found on the host: {src} (fail_on_missing is false)", src=src)
+        except IsADirectoryError:
+            _unlink(tmp)
+            return result(failed=True, msg=f"{src} is a directory; fetch takes one file", src=src)
+        except PermissionError as e:
+            _unlink(tmp)
+            return result(failed=True, msg=f"permission denied reading {src}: {e}", src=src)
+        except BaseException:
+            _unlink(tmp)
+            raise
+        if not os.path.exists(tmp):
+            return result(failed=True, msg=f"fetch of {src} produced no file", src=src)
+        after = _sha256(tmp)
+        os.replace(tmp, local)
+        return result(changed=after != before, msg=f"fetched {src}", src=src, dest=local, checksum=after)

@@ -1,0 +1,24 @@
+"""`file`: a path's state (directory, absent, touch, file) and mode/owner, in one payload call."""
+from __future__ import annotations
+
+from fleetops.modules.base import Arg, Module, TaskContext
+
+
+class File(Module):
+    name = "file"
+    args = {
+        "path": Arg(str, required=True),
+        "state": Arg(str, default="file", choices=("directory", "absent", "touch", "file")),
+        "mode": Arg((str, int)),
+        "owner": Arg((str, int)),
+        "group": Arg((str, int)),
+        "force": Arg(bool, default=False),
+    }
+
+    def run(self, ctx: TaskContext, args: dict) -> dict:
+        pargs = {k: args.get(k) for k in ("path", "state", "mode", "owner", "group", "force")}
+        pargs.update(action="file", _check=ctx.check, _diff=ctx.diff)
+        res = ctx.payload("files", pargs)
+        if not ctx.diff:
+            res.pop("diff", None)
+        return res

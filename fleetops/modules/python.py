@@ -1,0 +1,35 @@
+"""`python`: run one host-side payload from fleetops/remote/ and return its result.
+
+This is how a playbook reaches any stdlib-only host capability (SQLite
+versions, Hermes state) in one round trip without writing a module.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+from fleetops.modules.base import Arg, Module, TaskContext, result
+
+REMOTE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "remote")
+
+
+class Python(Module):
+    name = "python"
+    args = {"payload": Arg(str, required=True), "args": Arg(dict, default=None), "timeout": Arg((int, float))}
+
+    def run(self, ctx: TaskContext, args: dict) -> dict:
+        name = str(args["payload"])
+        if name.endswith(".py"):
+            name = name[:-3]
+        if not re.fullmatch(r"[a-z_][a-z0-9_]*", name) or not os.path.isfile(os.path.join(REMOTE_DIR, name + ".py")):
+            return result(failed=True, msg=f"no payload {name!r} in fleetops/remote/")
+        pargs = dict(args.get("args") or {})
+        pargs.setdefault("_check", ctx.check)
+        pargs.setdefault("_diff", ctx.diff)
+        res = ctx.payload(name, pargs, timeout=args.get("timeout"))
+        if not isinstance(res, dict):
+            return result(failed=True, msg=f"payload {name} returned {type(res).__name__}, not a dict")
+        out = result(changed=bool(res.get("changed")), failed=bool(res.get("failed")),
+                     skipped=bool(res.get("skipped")), msg=str(res.get("msg") or ""))
+        out.update({k: v for k, v in res.items() if k not in out})
+        return out
