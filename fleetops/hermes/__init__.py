@@ -1,0 +1,1 @@
+"""Controller-side Hermes commands and modules: audit, salvage, repair."""

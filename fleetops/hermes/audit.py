@@ -1,0 +1,342 @@
+"""Controller side of the audit: the `hermes_audit` module, the fleet table, and stored figures.
+
+The host does the measuring (fleetops/remote/hermes_audit.py, one round trip); this file
+turns per-host results into one table, worst first, and keeps per run/host/profile
+figures in runs.db so `fleetops report --audit` can show trends across runs.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import threading
+
+from rich.markup import escape
+from rich.table import Table
+
+from fleetops.engine.events import EventSink
+from fleetops.modules.base import Arg, Module, TaskContext, result
+from fleetops.remote.hermes_audit import SEVERITY
+
+VERDICT_STYLES = {
+    "healthy": "green", "fts_index_damage": "yellow", "index_damage": "yellow",
+    "structural_corruption": "bold red", "unreadable": "bold red", "retired_wal": "bold magenta",
+    "missing": "dim", "unreachable": "red", "audit_failed": "red",
+}
+# Pseudo-verdicts for hosts whose audit never ran: rank with the worst, never read as healthy.
+HOST_SEVERITY = {"unreachable": 6, "audit_failed": 6}
+
+AUDIT_DDL = """
+CREATE TABLE IF NOT EXISTS audit_db (
+    run_id TEXT NOT NULL,
+    host TEXT NOT NULL,
+    profile TEXT NOT NULL,
+    db_path TEXT,
+    verdict TEXT NOT NULL,
+    conditions TEXT,
+    errors_total INTEGER,
+    errors_by_object TEXT,
+    holders TEXT,
+    holders_status TEXT,
+    backup_age_hours REAL,
+    wal_bytes INTEGER,
+    db_bytes INTEGER,
+    warnings TEXT,
+    reasons TEXT,
+    audited_at TEXT,
+    PRIMARY KEY (run_id, host, profile)
+);
+CREATE INDEX IF NOT EXISTS audit_db_host ON audit_db(host, profile, run_id);
+CREATE TABLE IF NOT EXISTS audit_host (
+    run_id TEXT NOT NULL,
+    host TEXT NOT NULL,
+    status TEXT NOT NULL,
+    msg TEXT,
+    python TEXT,
+    sqlite_version TEXT,
+    fts5 INTEGER,
+    trigram INTEGER,
+    sqlite3_shell TEXT,
+    recover TEXT,
+    user_manager TEXT,
+    PRIMARY KEY (run_id, host)
+)
+"""
+
+
+def _as_bool(value) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on", "y")
+    return bool(value)
+
+
+class HermesAudit(Module):
+    """Read-only audit of every Hermes profile's state.db on the host (one payload round trip)."""
+
+    name = "hermes_audit"
+    check_mode_support = True  # it never changes anything, so check mode runs it as is
+    args = {
+        "deep": Arg((bool, str), default=False),
+        "hermes_home": Arg(str, default=None),
+        "hermes_profiles": Arg((list, str), default=None),
+        "quick_check_max": Arg((int, str), default=None),
+        "backup_max_age_hours": Arg((int, float, str), default=None),
+        "wal_warn_mb": Arg((int, float, str), default=None),
+        "holders": Arg((bool, str), default=True),
+        "services": Arg((bool, str), default=True),
+        "tooling": Arg((bool, str), default=True),
+        "backup_verify_sha256": Arg((bool, str), default=False),
+        "timeout": Arg((int, float), default=None),
+    }
+
+    def run(self, ctx: TaskContext, args: dict) -> dict:
+        pargs = {k: v for k, v in args.items() if v not in (None, "") and k != "timeout"}
+        pargs["deep"] = _as_bool(args.get("deep"))
+        pargs["_check"] = ctx.check
+        res = ctx.payload("hermes_audit", pargs, timeout=args.get("timeout"))
+        if not isinstance(res, dict):
+            return result(failed=True, msg=f"hermes_audit payload returned {type(res).__name__}")
+        out = result(changed=False, failed=bool(res.get("failed")), msg=str(res.get("msg") or ""))
+        out.update({k: v for k, v in res.items() if k not in out})
+        return out
+
+
+# --- rows -------------------------------------------------------------------------------------
+
+def _fmt_errors(by_obj: dict, limit: int = 4) -> str:
+    if not by_obj:
+        return "-"
+    items = sorted(by_obj.items(), key=lambda kv: (-kv[1], kv[0]))
+    text = ", ".join(f"{n} {name}" for name, n in items[:limit])
+    return text + (f", +{len(items) - limit} more" if len(items) > limit else "")
+
+
+def _holders_text(h: dict | None) -> str:
+    if h is None:
+        return "not scanned"
+    from fleetops.remote.hermes_holders import summary
+    return summary(h)
+
+
+def rows_from(results: dict) -> list[dict]:
+    """One row per (host, profile) from {host: module result}; hosts without a result get a pseudo-verdict."""
+    rows = []
+    for host, res in results.items():
+        res = res or {}
+        dbs = res.get("databases")
+        if res.get("unreachable") or dbs is None:
+            verdict = "unreachable" if res.get("unreachable") else "audit_failed"
+            rows.append({"host": host, "profile": "*", "db": None, "verdict": verdict, "conditions": [],
+                         "errors_by_object": {}, "errors_total": None, "holders": res.get("msg") or verdict,
+                         "holders_status": None, "backup_age_hours": None, "wal_bytes": None, "db_bytes": None,
+                         "warnings": [], "reasons": [str(res.get("msg") or "")], "audited_at": None})
+            continue
+        for d in dbs:
+            files = d.get("files") or {}
+            nv = (d.get("backups") or {}).get("newest_verified")
+            rows.append({
+                "host": host, "profile": d.get("profile"), "db": d.get("db"), "verdict": d.get("verdict"),
+                "conditions": d.get("conditions") or [], "errors_by_object": d.get("errors_by_object") or {},
+                "errors_total": d.get("errors_total"), "holders": _holders_text(d.get("holders")),
+                "holders_status": (d.get("holders") or {}).get("status"),
+                "backup_age_hours": nv.get("age_hours") if nv else None,
+                "wal_bytes": (files.get("wal") or {}).get("size"),
+                "db_bytes": (files.get("db") or {}).get("size"),
+                "warnings": [w.get("code") for w in d.get("warnings") or []],
+                "reasons": d.get("reasons") or [], "audited_at": res.get("audited_at"),
+            })
+    return sort_rows(rows)
+
+
+def severity(verdict: str) -> int:
+    return HOST_SEVERITY.get(verdict, SEVERITY.get(verdict, 6))
+
+
+def sort_rows(rows: list[dict]) -> list[dict]:
+    """Worst first: verdict severity, then error count, then warnings, then host/profile."""
+    return sorted(rows, key=lambda r: (-severity(r["verdict"]), -(r.get("errors_total") or 0),
+                                       -len(r.get("warnings") or []), str(r["host"]), str(r["profile"])))
+
+
+def all_healthy(rows: list[dict]) -> bool:
+    return bool(rows) and all(r["verdict"] == "healthy" for r in rows)
+
+
+def _mb(n) -> str:
+    return "-" if n is None else f"{n / 1048576:.1f} MB"
+
+
+def _age(h) -> str:
+    if h is None:
+        return "none"
+    return f"{h:.1f} h" if h < 48 else f"{h / 24:.1f} d"
+
+
+def fleet_table(rows: list[dict], title: str = "Hermes state.db audit") -> Table:
+    t = Table(title=title, title_justify="left", show_lines=False)
+    for col in ("host", "profile", "verdict", "errors by object", "holders", "backup age", "WAL",
+                "warnings"):
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        style = VERDICT_STYLES.get(r["verdict"], "bold")
+        t.add_row(escape(str(r["host"])), escape(str(r["profile"])), f"[{style}]{escape(str(r['verdict']))}[/]",
+                  escape(_fmt_errors(r.get("errors_by_object") or {})), escape(str(r.get("holders") or "-")),
+                  _age(r.get("backup_age_hours")), _mb(r.get("wal_bytes")),
+                  escape(", ".join(r.get("warnings") or []) or "-"))
+    return t
+
+
+def print_fleet(rows: list[dict], console, title: str = "Hermes state.db audit") -> None:
+    console.print(fleet_table(rows, title))
+    counts = {}
+    for r in rows:
+        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+    console.print(", ".join(f"{n} {v}" for v, n in sorted(counts.items(), key=lambda kv: -severity(kv[0]))))
+    for r in rows:
+        if r["verdict"] not in ("healthy",) and r.get("reasons"):
+            console.print(f"[bold]{escape(str(r['host']))}[/] {escape(str(r['profile']))}: "
+                          + escape("; ".join(str(x) for x in r["reasons"][:4])), soft_wrap=True)
+
+
+# --- collecting from the event stream ---------------------------------------------------------
+
+class AuditCollector(EventSink):
+    """Keeps each host's hermes_audit result (and unreachable/failed hosts) as the run goes."""
+
+    def __init__(self, module: str = "hermes_audit"):
+        self.module = module
+        self.run_id = None
+        self.results: dict = {}
+        self._lock = threading.Lock()
+
+    def run_start(self, run_id, playbook, inventory, options):
+        self.run_id = run_id
+
+    def host_result(self, host, play_index, task_index, task_name, module, result, started, ended):
+        result = result or {}
+        with self._lock:
+            if module == self.module or (result.get("unreachable") and host not in self.results):
+                self.results[host] = result
+            elif result.get("failed") and host not in self.results:
+                self.results[host] = result
+
+
+# --- storage ----------------------------------------------------------------------------------
+
+def ensure_tables(store) -> None:
+    with store.connect() as c:
+        for stmt in AUDIT_DDL.split(";"):
+            if stmt.strip():
+                c.execute(stmt)
+
+
+def store_audit(store, run_id: str, results: dict) -> None:
+    """Figures per run/host/profile (audit_db) and per run/host tooling (audit_host) into runs.db."""
+    ensure_tables(store)
+    rows = rows_from(results)
+    clean = getattr(store, "clean", lambda x: x)
+    with store.connect() as c:
+        for r in rows:
+            c.execute("INSERT OR REPLACE INTO audit_db VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (
+                run_id, r["host"], r["profile"], r["db"], r["verdict"], json.dumps(r["conditions"]),
+                r["errors_total"], json.dumps(r["errors_by_object"]), r["holders"], r["holders_status"],
+                r["backup_age_hours"], r["wal_bytes"], r["db_bytes"], json.dumps(r["warnings"]),
+                json.dumps(clean(r["reasons"])), r["audited_at"]))
+        for host, res in results.items():
+            res = res or {}
+            tool = res.get("host_tooling") or {}
+            status = "unreachable" if res.get("unreachable") else ("ok" if res.get("databases") is not None
+                                                                   else "failed")
+            c.execute("INSERT OR REPLACE INTO audit_host VALUES (?,?,?,?,?,?,?,?,?,?,?)", (
+                run_id, host, status, clean(str(res.get("msg") or "")), tool.get("python"),
+                tool.get("sqlite_version"), int(bool(tool.get("fts5"))), int(bool(tool.get("trigram"))),
+                tool.get("sqlite3_shell"), tool.get("recover"), (res.get("services") or {}).get("user_manager")))
+
+
+def _table_exists(conn) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name='audit_db'").fetchone() is not None
+
+
+def load_rows(conn, run_id: str) -> list[dict]:
+    cols = ("host", "profile", "db", "verdict", "conditions", "errors_total", "errors_by_object", "holders",
+            "holders_status", "backup_age_hours", "wal_bytes", "db_bytes", "warnings", "reasons", "audited_at")
+    rows = []
+    for rec in conn.execute("SELECT host, profile, db_path, verdict, conditions, errors_total, errors_by_object,"
+                            " holders, holders_status, backup_age_hours, wal_bytes, db_bytes, warnings, reasons,"
+                            " audited_at FROM audit_db WHERE run_id=?", (run_id,)):
+        r = dict(zip(cols, rec))
+        for k in ("conditions", "errors_by_object", "warnings", "reasons"):
+            r[k] = json.loads(r[k]) if r[k] else ([] if k != "errors_by_object" else {})
+        rows.append(r)
+    return sort_rows(rows)
+
+
+def load_trends(conn, upto_run: str, runs: int = 10) -> dict:
+    """{(host, profile): [(run_id, errors_total, wal_bytes, backup_age_hours, verdict), ...]} oldest first."""
+    ids = [r[0] for r in conn.execute("SELECT DISTINCT run_id FROM audit_db WHERE run_id <= ? ORDER BY run_id DESC"
+                                      " LIMIT ?", (upto_run, runs))]
+    out: dict = {}
+    if not ids:
+        return out
+    marks = ",".join("?" * len(ids))
+    for rec in conn.execute(f"SELECT run_id, host, profile, errors_total, wal_bytes, backup_age_hours, verdict"
+                            f" FROM audit_db WHERE run_id IN ({marks}) ORDER BY run_id", ids):
+        out.setdefault((rec[1], rec[2]), []).append((rec[0], rec[3], rec[4], rec[5], rec[6]))
+    return out
+
+
+def _open_store(run: dict):
+    from fleetops.engine.results import DB_NAME
+    import os
+    import sqlite3
+    path = os.path.join(run.get("results_dir") or "fleetops-runs", DB_NAME)
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+
+
+def document(run: dict, audit: bool = True) -> dict | None:
+    """`fleetops report --json --audit`: the stored rows of this run plus trends; None if it has none."""
+    if not audit:
+        return None
+    conn = _open_store(run)
+    try:
+        if not _table_exists(conn):
+            return None
+        rows = load_rows(conn, run["id"])
+        if not rows:
+            return None
+        trends = load_trends(conn, run["id"])
+    finally:
+        conn.close()
+    return {"databases": rows, "healthy": all_healthy(rows),
+            "trends": [{"host": h, "profile": p, "runs": [dict(zip(("run_id", "errors_total", "wal_bytes",
+                                                                   "backup_age_hours", "verdict"), x)) for x in v]}
+                       for (h, p), v in sorted(trends.items())]}
+
+
+def _series(values, fmt) -> str:
+    return " → ".join(fmt(v) for v in values)
+
+
+def render(run: dict, console, audit: bool = True) -> None:
+    """`fleetops report --audit`: the fleet as this run saw it, then trends over the last runs."""
+    if not audit:
+        return
+    doc = document(run, audit=True)
+    if doc is None:
+        console.print("[dim]no Hermes audit figures recorded in this run[/]")
+        return
+    print_fleet(doc["databases"], console, title=f"Hermes state.db audit, run {run['id']}")
+    t = Table(title="trends (oldest → newest)", title_justify="left")
+    for col in ("host", "profile", "runs", "verdict", "errors", "WAL MB", "backup age h"):
+        t.add_column(col, overflow="fold")
+    for tr in doc["trends"]:
+        rs = tr["runs"]
+        t.add_row(escape(str(tr["host"])), escape(str(tr["profile"])), str(len(rs)),
+                  escape(_series([r["verdict"] for r in rs], str)),
+                  _series([r["errors_total"] for r in rs], lambda v: "-" if v is None else str(v)),
+                  _series([r["wal_bytes"] for r in rs], lambda v: "-" if v is None else f"{v / 1048576:.1f}"),
+                  _series([r["backup_age_hours"] for r in rs], lambda v: "none" if v is None else f"{v:.0f}"))
+    console.print(t)
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,243 @@
+"""Which processes hold a Hermes state.db (or its -wal/-shm), found through /proc/*/fd.
+
+Matching is by (st_dev, st_ino) of the open file, not by path text, so bind mounts
+and symlinked homes are found; a link reading "<db>-wal (deleted)" whose inode is not
+the one at the path is a retired WAL generation, which must be stopped, never fixed.
+Fail closed: a process whose fd table cannot be read makes the answer "unknown",
+never "none" (the repair's stop-writers step relies on that). Stdlib only, Python 3.8+.
+"""
+import os
+import pwd
+
+ROLES = (("db", ""), ("wal", "-wal"), ("shm", "-shm"))
+KINDS = ("gateway", "dashboard", "desktop-serve", "tui", "cli", "sqlite-shell", "unknown")
+_PF_KTHREAD = 0x00200000
+_SKIP_PREFIXES = ("socket:", "pipe:", "anon_inode:", "/dev/", "/proc/", "/sys/", "[")
+_OPT_WITH_VALUE = ("-p", "--profile")
+
+
+def _user(uid):
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except (KeyError, TypeError):
+        return str(uid)
+
+
+def file_ids(db_path):
+    """{role: {"path", "dev", "ino"}} for whichever of state.db, -wal, -shm exist now."""
+    out = {}
+    for role, suffix in ROLES:
+        path = db_path + suffix
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        out[role] = {"path": path, "dev": st.st_dev, "ino": st.st_ino}
+    return out
+
+
+def _split_argv(argv):
+    """argv as tokens; a process that rewrote its title (exec -a, setproctitle) has one spaced argv[0]."""
+    argv = [a for a in argv if a != ""]
+    if argv and " " in argv[0] and not os.path.exists(argv[0]):
+        return argv[0].split() + argv[1:]
+    return argv
+
+
+def classify(argv):
+    """gateway / dashboard / desktop-serve / tui / cli / sqlite-shell / unknown, from the command line."""
+    tokens = _split_argv(list(argv or []))
+    if not tokens:
+        return "unknown"
+    if os.path.basename(tokens[0]).startswith("sqlite3"):
+        return "sqlite-shell"
+    start = None
+    for i, tok in enumerate(tokens):
+        base = os.path.basename(tok)
+        if tok.startswith("tui_gateway"):
+            return "tui"
+        if base in ("hermes", "hermes-agent") or tok in ("hermes_cli.main", "hermes_cli"):
+            start = i + 1
+            break
+    if start is None:
+        return "unknown"
+    sub = []
+    i = start
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok in _OPT_WITH_VALUE:
+            i += 2
+            continue
+        if not tok.startswith("-"):
+            sub.append(tok)
+        i += 1
+    if not sub or sub[0] == "chat":
+        return "tui"
+    opts = set(tokens[start:])
+    if sub[0] == "gateway":
+        return "gateway" if len(sub) == 1 or sub[1] == "run" else "cli"
+    if sub[0] == "dashboard":
+        return "cli" if "--stop" in opts else "dashboard"
+    if sub[0] == "serve":
+        return "desktop-serve"
+    return "cli"
+
+
+def process_info(pid, proc="/proc"):
+    """pid, ppid, uid, user, cmdline (list), start_time (clock ticks), state; None if it is gone."""
+    base = os.path.join(proc, str(pid))
+    try:
+        with open(os.path.join(base, "stat"), "rb") as f:
+            stat = f.read().decode("utf-8", "replace")
+        uid = os.stat(base).st_uid
+    except OSError:
+        return None
+    rest = stat[stat.rfind(")") + 2:].split()
+    try:
+        with open(os.path.join(base, "cmdline"), "rb") as f:
+            raw = f.read()
+    except OSError:
+        raw = b""
+    cmdline = [a.decode("utf-8", "replace") for a in raw.split(b"\0")]
+    while cmdline and cmdline[-1] == "":
+        cmdline.pop()
+    return {
+        "pid": int(pid),
+        "ppid": int(rest[1]) if len(rest) > 1 else None,
+        "state": rest[0] if rest else "?",
+        "flags": int(rest[6]) if len(rest) > 6 else 0,
+        "start_time": int(rest[19]) if len(rest) > 19 else None,
+        "uid": uid,
+        "user": _user(uid),
+        "cmdline": cmdline,
+    }
+
+
+def alive(pid, proc="/proc"):
+    """True while /proc/PID exists and is not a zombie."""
+    info = process_info(pid, proc)
+    return info is not None and info["state"] != "Z"
+
+
+def _hidepid(proc):
+    """A /proc mounted with hidepid hides other users' processes entirely: the scan cannot be complete."""
+    try:
+        with open(os.path.join(proc, "self", "mountinfo"), encoding="utf-8", errors="replace") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) > 4 and parts[4] == proc and "hidepid=" in line:
+                    for opt in line.split(" - ", 1)[-1].split()[-1].split(","):
+                        if opt.startswith("hidepid=") and opt.split("=", 1)[1] not in ("0", "off"):
+                            return True
+    except OSError:
+        pass
+    return False
+
+
+def describe(holder):
+    """`PID N (kind: command line)`, the one-line form operators see."""
+    cmd = " ".join(holder.get("cmdline") or []) or "?"
+    if len(cmd) > 120:
+        cmd = cmd[:117] + "..."
+    return "PID %s (%s: %s)" % (holder.get("pid"), holder.get("kind"), cmd)
+
+
+def scan(db_path, proc="/proc", exclude_pids=None):
+    """Every process holding db_path, -wal or -shm.
+
+    Returns {"status": "known"|"unknown", "reason", "holders": [...], "retired": bool,
+    "uninspectable": {"count", "users", "possible": [...]}}. Each holder has pid, ppid, user,
+    uid, kind, cmdline, fds {role: count}, retired [{role, fd, target}]. "possible" lists
+    processes whose fds could not be read but whose command line looks like Hermes or sqlite3.
+    """
+    exclude = set(exclude_pids or ())
+    exclude.add(os.getpid())
+    db_path = os.path.abspath(db_path)
+    ids = file_ids(db_path)
+    by_id = {(v["dev"], v["ino"]): role for role, v in ids.items()}
+    names = {}
+    for base in {db_path, os.path.realpath(db_path)}:
+        for role, suffix in ROLES:
+            names[base + suffix] = role
+    out = {"status": "known", "reason": None, "holders": [], "retired": False,
+           "uninspectable": {"count": 0, "users": [], "possible": []}}
+    try:
+        pids = [int(p) for p in os.listdir(proc) if p.isdigit()]
+    except OSError as exc:
+        out["status"] = "unknown"
+        out["reason"] = "cannot list %s: %s" % (proc, exc)
+        return out
+    if _hidepid(proc):
+        out["status"] = "unknown"
+        out["reason"] = "%s is mounted with hidepid: other users' processes are invisible" % proc
+    users = set()
+    for pid in sorted(pids):
+        if pid in exclude:
+            continue
+        fd_dir = os.path.join(proc, str(pid), "fd")
+        try:
+            fds = os.listdir(fd_dir)
+        except FileNotFoundError:
+            continue  # exited meanwhile
+        except OSError:
+            info = process_info(pid, proc)
+            if info is None or info["state"] == "Z" or info["flags"] & _PF_KTHREAD:
+                continue  # gone, a zombie or a kernel thread: no files open
+            out["uninspectable"]["count"] += 1
+            users.add(info["user"])
+            kind = classify(info["cmdline"])
+            if kind != "unknown":
+                info["kind"] = kind
+                out["uninspectable"]["possible"].append(
+                    {k: info[k] for k in ("pid", "ppid", "user", "uid", "kind", "cmdline")})
+            continue
+        counts = {}
+        retired = []
+        for fd in fds:
+            link = os.path.join(fd_dir, fd)
+            try:
+                target = os.readlink(link)
+            except OSError:
+                continue
+            if target.startswith(_SKIP_PREFIXES):
+                continue
+            role = None
+            try:
+                st = os.stat(link)
+                role = by_id.get((st.st_dev, st.st_ino))
+            except OSError:
+                st = None
+            if role is None and target.endswith(" (deleted)"):
+                old_role = names.get(target[:-len(" (deleted)")])
+                if old_role is not None:
+                    retired.append({"role": old_role, "fd": int(fd), "target": target})
+                    continue
+            if role is not None:
+                counts[role] = counts.get(role, 0) + 1
+        if counts or retired:
+            info = process_info(pid, proc) or {"pid": pid, "ppid": None, "uid": None, "user": "?", "cmdline": []}
+            holder = {k: info.get(k) for k in ("pid", "ppid", "user", "uid", "cmdline")}
+            holder["kind"] = classify(holder["cmdline"])
+            holder["fds"] = counts
+            holder["retired"] = retired
+            out["holders"].append(holder)
+            if retired:
+                out["retired"] = True
+    out["uninspectable"]["users"] = sorted(users)
+    if out["uninspectable"]["count"] and out["status"] == "known":
+        out["status"] = "unknown"
+        out["reason"] = "%d process(es) of %s could not be inspected" % (
+            out["uninspectable"]["count"], ", ".join(out["uninspectable"]["users"]))
+    return out
+
+
+def summary(result):
+    """One line: "holders unknown (...)", "none", or "2: gateway 123, tui 456"."""
+    holders = result.get("holders") or []
+    parts = ["%s %s%s" % (h["kind"], h["pid"], " (retired WAL)" if h.get("retired") else "") for h in holders]
+    text = ("%d: %s" % (len(holders), ", ".join(parts))) if holders else ""
+    if result.get("status") != "known":
+        poss = result.get("uninspectable", {}).get("possible") or []
+        extra = "; maybe %s" % ", ".join("%s %s" % (p["kind"], p["pid"]) for p in poss) if poss else ""
+        return (text + "; " if text else "") + "holders unknown" + extra
+    return text or "none"
