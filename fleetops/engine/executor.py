@@ -24,7 +24,7 @@ from types import SimpleNamespace
 from fleetops.engine import secrets as _secrets
 from fleetops.engine.events import EventSink
 from fleetops.engine.local import LocalTransport
-from fleetops.engine.payload import bundle_sources, run_payload
+from fleetops.engine.payload import run_payload
 from fleetops.engine.taskrun import (Frame, HostState, TaskRunner, failed_result, unreachable_result)
 from fleetops.engine.templating import Templar, TemplateError, mark_unsafe
 from fleetops.engine.transport import ConnParams
@@ -32,7 +32,6 @@ from fleetops.errors import (EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_U
                              Unreachable)
 from fleetops.modules.registry import get_modules
 
-_BUNDLE_LOCK = threading.Lock()
 STAT_KEYS = ("ok", "changed", "unreachable", "failed", "skipped", "rescued", "ignored")
 FACTS_TASK = SimpleNamespace(name="Gathering Facts", module="gather_facts", register=None, notify=[],
                              ignore_errors=False, run_once=False, tags=["always"])
@@ -198,7 +197,6 @@ class _Run:
         self._inv_vars: dict = {}
         self._params: dict = {}
         self._groups = None
-        self._bundled: set = set()
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, int(options.forks or 1)),
                                                           thread_name_prefix="fleetops-fork")
 
@@ -657,16 +655,6 @@ class _Run:
         return st.transport
 
     def payload(self, transport, name: str, args: dict, python=None, become_user=None, timeout=None) -> dict:
-        # Bundle once under a lock: bundling calls ast.parse, which CPython 3.11 (< 3.11.8,
-        # gh-106905) cannot run in two threads at once ("AST constructor recursion depth
-        # mismatch"); afterwards bundle_sources is a cache hit.
-        if name not in self._bundled:
-            with _BUNDLE_LOCK:
-                try:
-                    bundle_sources(name)
-                except (OSError, ValueError, SyntaxError):
-                    pass              # run_payload reports it as a failed result
-                self._bundled.add(name)
         return run_payload(transport, name, args, python=python, become_user=become_user, timeout=timeout)
 
     def host_dir(self, host: str) -> str:

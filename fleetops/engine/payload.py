@@ -77,6 +77,10 @@ E(r)
 
 _cache: dict[tuple[str, str], tuple[tuple, dict]] = {}
 _cache_lock = threading.Lock()
+# Building a bundle calls ast.parse, which CPython 3.11 before 3.11.8 (gh-106905) cannot
+# run in two threads at once ("AST constructor recursion depth mismatch"): builds are
+# serialised here; afterwards every call is a cache hit.
+_build_lock = threading.Lock()
 
 
 def _referenced(source: str, filename: str) -> set[str]:
@@ -109,6 +113,11 @@ def bundle_sources(module: str, root: str = REMOTE_DIR) -> dict[str, str]:
         stamp, mods = hit
         if all(_stamp(path) == st for path, st in stamp):
             return mods
+    with _build_lock:
+        return _build(module, root, key)
+
+
+def _build(module: str, root: str, key: tuple) -> dict[str, str]:
     mods: dict[str, str] = {}
     stamp = []
     todo = [module]
