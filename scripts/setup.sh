@@ -14,6 +14,13 @@ command -v sqlite3 >/dev/null || missing+=(sqlite3)
 command -v python3 >/dev/null || missing+=(python3)
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
 command -v useradd >/dev/null || missing+=(passwd)
+command -v crontab >/dev/null || missing+=(cron)               # the backup units' cron path
+command -v systemd-analyze >/dev/null || missing+=(systemd)    # `systemd-analyze verify` of the units
+# the mixed lab hosts (tests/mixed): arm64 root under qemu user-mode, roots built by debootstrap
+if [ "${FLEETOPS_LAB_SKIP_MIXED:-0}" = 0 ]; then
+  [ -x /usr/sbin/debootstrap ] || missing+=(debootstrap)
+  [ -x /usr/bin/qemu-aarch64-static ] || missing+=(qemu-user-static)
+fi
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
