@@ -1,0 +1,748 @@
+"""A reader of the SQLite file format that never trusts the file.
+
+Why: salvage must read pages SQLite itself refuses (under a damaged interior
+page, orphaned, referenced twice) on hosts whose sqlite3 lacks .recover.
+Stdlib only, Python 3.8+. Every decoding error is a FormatError, never an
+IndexError or struct.error, so callers can skip one bad page or cell and go on.
+"""
+import hashlib
+import mmap
+import os
+import struct
+
+HEADER_MAGIC = b"SQLite format 3\x00"
+
+# b-tree page types (first byte of the b-tree page header)
+INDEX_INTERIOR = 2
+TABLE_INTERIOR = 5
+INDEX_LEAF = 10
+TABLE_LEAF = 13
+BTREE_TYPES = (INDEX_INTERIOR, TABLE_INTERIOR, INDEX_LEAF, TABLE_LEAF)
+PAGE_TYPE_NAMES = {
+    INDEX_INTERIOR: "index-interior",
+    TABLE_INTERIOR: "table-interior",
+    INDEX_LEAF: "index-leaf",
+    TABLE_LEAF: "table-leaf",
+}
+
+ENCODINGS = {1: "utf-8", 2: "utf-16-le", 3: "utf-16-be"}
+
+WAL_MAGIC = (0x377F0682, 0x377F0683)
+
+
+class FormatError(Exception):
+    """The bytes do not form what the SQLite file format says they should."""
+
+
+# ---------------------------------------------------------------- varints
+
+def read_varint(buf, off):
+    """Decode a SQLite varint at buf[off]; returns (value, next_offset).
+
+    Values are signed 64-bit (the 9-byte form carries a full 8-bit last byte).
+    """
+    value = 0
+    n = len(buf)
+    for i in range(8):
+        if off + i >= n:
+            raise FormatError("varint runs past end of buffer at %d" % off)
+        b = buf[off + i]
+        value = (value << 7) | (b & 0x7F)
+        if not b & 0x80:
+            break
+    else:
+        if off + 8 >= n:
+            raise FormatError("varint runs past end of buffer at %d" % off)
+        value = (value << 8) | buf[off + 8]
+        i = 8
+    if value >= 1 << 63:
+        value -= 1 << 64
+    return value, off + i + 1
+
+
+def encode_varint(value):
+    """Encode a signed 64-bit integer as a SQLite varint (for tests and writers)."""
+    if not -(1 << 63) <= value < (1 << 64):
+        raise FormatError("varint out of 64-bit range")
+    v = value & 0xFFFFFFFFFFFFFFFF
+    if v > 0x00FFFFFFFFFFFFFF:
+        out = [v & 0xFF]
+        v >>= 8
+        for _ in range(8):
+            out.append((v & 0x7F) | 0x80)
+            v >>= 7
+        return bytes(reversed(out))
+    out = [v & 0x7F]
+    v >>= 7
+    while v:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    return bytes(reversed(out))
+
+
+# ---------------------------------------------------------------- records
+
+def serial_type_size(st):
+    """Content size in bytes for a serial type (10 and 11 are reserved)."""
+    if st < 0:
+        raise FormatError("negative serial type %d" % st)
+    if st <= 4:
+        return (0, 1, 2, 3, 4)[st]
+    if st == 5:
+        return 6
+    if st in (6, 7):
+        return 8
+    if st in (8, 9):
+        return 0
+    if st in (10, 11):
+        raise FormatError("reserved serial type %d" % st)
+    return (st - 12) // 2 if st % 2 == 0 else (st - 13) // 2
+
+
+def _decode_value(st, data, encoding, errors):
+    if st == 0:
+        return None
+    if 1 <= st <= 6:
+        return int.from_bytes(data, "big", signed=True)
+    if st == 7:
+        return struct.unpack(">d", data)[0]
+    if st == 8:
+        return 0
+    if st == 9:
+        return 1
+    if st % 2 == 0:
+        return bytes(data)
+    try:
+        return bytes(data).decode(encoding, errors)
+    except UnicodeDecodeError as e:
+        raise FormatError("text not valid %s: %s" % (encoding, e))
+
+
+def parse_record_header(payload):
+    """Return (serial_types, header_size) for a record, checking it is sane."""
+    hsize, off = read_varint(payload, 0)
+    if hsize < 1 or hsize > len(payload):
+        raise FormatError("record header size %d outside payload of %d" % (hsize, len(payload)))
+    types = []
+    while off < hsize:
+        st, off = read_varint(payload, off)
+        serial_type_size(st)
+        types.append(st)
+    if off != hsize:
+        raise FormatError("record header overruns its declared size")
+    return types, hsize
+
+
+def decode_record(payload, encoding="utf-8", errors="strict"):
+    """Decode a record into a list of Python values (None/int/float/bytes/str)."""
+    types, off = parse_record_header(payload)
+    values = []
+    n = len(payload)
+    for st in types:
+        size = serial_type_size(st)
+        if off + size > n:
+            raise FormatError("record body shorter than its header says")
+        values.append(_decode_value(st, payload[off:off + size], encoding, errors))
+        off += size
+    if off != n:
+        raise FormatError("record body has %d trailing bytes" % (n - off))
+    return values
+
+
+def record_serial_types(payload):
+    """Serial types of a record, for shape matching."""
+    return parse_record_header(payload)[0]
+
+
+# ---------------------------------------------------------------- header
+
+class Header(object):
+    """The 100-byte database header, with the fields salvage needs."""
+
+    __slots__ = ("page_size", "write_version", "read_version", "reserved", "change_counter",
+                 "header_page_count", "freelist_trunk", "freelist_count", "schema_cookie",
+                 "schema_format", "text_encoding", "encoding", "user_version",
+                 "vacuum_mode", "version_valid_for", "sqlite_version", "usable_size")
+
+    def as_dict(self):
+        return dict((k, getattr(self, k)) for k in self.__slots__)
+
+
+def parse_header(buf):
+    """Parse the first 100 bytes; raises FormatError if they are not a SQLite header."""
+    if len(buf) < 100:
+        raise FormatError("file shorter than the 100-byte header")
+    if bytes(buf[:16]) != HEADER_MAGIC:
+        raise FormatError("bad magic string")
+    h = Header()
+    ps = struct.unpack(">H", buf[16:18])[0]
+    if ps == 1:
+        ps = 65536
+    if ps < 512 or ps > 65536 or ps & (ps - 1):
+        raise FormatError("bad page size %d" % ps)
+    h.page_size = ps
+    h.write_version = buf[18]
+    h.read_version = buf[19]
+    h.reserved = buf[20]
+    if ps - h.reserved < 480:
+        raise FormatError("usable size %d too small" % (ps - h.reserved))
+    h.usable_size = ps - h.reserved
+    (h.change_counter, h.header_page_count, h.freelist_trunk, h.freelist_count,
+     h.schema_cookie, h.schema_format) = struct.unpack(">6I", buf[24:48])
+    h.text_encoding = struct.unpack(">I", buf[56:60])[0]
+    h.encoding = ENCODINGS.get(h.text_encoding, "utf-8")
+    h.user_version = struct.unpack(">i", buf[60:64])[0]
+    h.vacuum_mode = struct.unpack(">I", buf[52:56])[0]
+    h.version_valid_for, h.sqlite_version = struct.unpack(">II", buf[92:100])
+    return h
+
+
+# ---------------------------------------------------------------- pages
+
+class BTreePage(object):
+    """A parsed b-tree page header plus its cell pointer array."""
+
+    __slots__ = ("pgno", "type", "first_freeblock", "ncells", "content_start",
+                 "fragmented", "right_child", "cell_pointers", "header_offset")
+
+    @property
+    def is_leaf(self):
+        return self.type in (TABLE_LEAF, INDEX_LEAF)
+
+    @property
+    def is_table(self):
+        return self.type in (TABLE_LEAF, TABLE_INTERIOR)
+
+    @property
+    def type_name(self):
+        return PAGE_TYPE_NAMES.get(self.type, "unknown")
+
+
+class Cell(object):
+    """One decoded cell. payload is complete (overflow followed) or None."""
+
+    __slots__ = ("pgno", "index", "rowid", "left_child", "payload_size", "payload",
+                 "overflow_pages", "error")
+
+    def __init__(self, pgno, index):
+        self.pgno = pgno
+        self.index = index
+        self.rowid = None
+        self.left_child = None
+        self.payload_size = None
+        self.payload = None
+        self.overflow_pages = []
+        self.error = None
+
+
+def local_payload_size(payload_size, usable_size, table_leaf):
+    """Bytes of a payload stored on the b-tree page itself (the U/P/X/M/K rule)."""
+    U, P = usable_size, payload_size
+    X = U - 35 if table_leaf else ((U - 12) * 64 // 255) - 23
+    if P <= X:
+        return P
+    M = ((U - 12) * 32 // 255) - 23
+    K = M + ((P - M) % (U - 4))
+    return K if K <= X else M
+
+
+class SQLiteFile(object):
+    """Page-level read access to one database image (read-only, bounds-checked).
+
+    Opens the file read-only and maps it, so nothing here can write the file.
+    """
+
+    def __init__(self, path=None, data=None):
+        self._fh = None
+        self._mm = None
+        if data is not None:
+            self.buf = data
+        else:
+            self._fh = open(path, "rb")
+            size = os.fstat(self._fh.fileno()).st_size
+            if size == 0:
+                self.buf = b""
+            else:
+                self._mm = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ)
+                self.buf = self._mm
+        self.size = len(self.buf)
+        self.header = parse_header(self.buf[:100])
+        self.page_size = self.header.page_size
+        self.usable_size = self.header.usable_size
+        self.encoding = self.header.encoding
+        # The file size is the truth; the header count is only a hint.
+        self.page_count = self.size // self.page_size
+        self.lock_byte_page = (0x40000000 // self.page_size) + 1
+
+    def close(self):
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def page(self, pgno):
+        """Raw bytes of page pgno (1-based); FormatError if out of the file."""
+        if not isinstance(pgno, int) or pgno < 1 or pgno > self.page_count:
+            raise FormatError("page %r outside 1..%d" % (pgno, self.page_count))
+        start = (pgno - 1) * self.page_size
+        return self.buf[start:start + self.page_size]
+
+    def btree_page(self, pgno):
+        """Parse the b-tree header and cell pointers of page pgno."""
+        data = self.page(pgno)
+        hoff = 100 if pgno == 1 else 0
+        t = data[hoff]
+        if t not in BTREE_TYPES:
+            raise FormatError("page %d: not a b-tree page (type byte %d)" % (pgno, t))
+        p = BTreePage()
+        p.pgno = pgno
+        p.type = t
+        p.header_offset = hoff
+        p.first_freeblock, p.ncells, cs, p.fragmented = struct.unpack(
+            ">HHHB", data[hoff + 1:hoff + 8])
+        p.content_start = 65536 if cs == 0 else cs
+        hlen = 8 if p.is_leaf else 12
+        p.right_child = None
+        if not p.is_leaf:
+            p.right_child = struct.unpack(">I", data[hoff + 8:hoff + 12])[0]
+        ptr_start = hoff + hlen
+        ptr_end = ptr_start + 2 * p.ncells
+        if ptr_end > self.usable_size or (p.ncells and ptr_end > p.content_start):
+            raise FormatError("page %d: %d cells do not fit" % (pgno, p.ncells))
+        if p.content_start > self.usable_size and p.ncells:
+            raise FormatError("page %d: cell content area starts past the page" % pgno)
+        ptrs = struct.unpack(">%dH" % p.ncells, data[ptr_start:ptr_end])
+        for ptr in ptrs:
+            if ptr < ptr_end or ptr >= self.usable_size:
+                raise FormatError("page %d: cell pointer %d out of range" % (pgno, ptr))
+        p.cell_pointers = list(ptrs)
+        return p
+
+    def read_overflow(self, first, length, visited=None):
+        """Follow an overflow chain for `length` bytes; returns (bytes, pages).
+
+        Stops with FormatError on a loop, a page outside the file or a short chain.
+        """
+        out = bytearray()
+        pages = []
+        seen = set() if visited is None else visited
+        pgno = first
+        per_page = self.usable_size - 4
+        while len(out) < length:
+            if pgno in seen:
+                raise FormatError("overflow chain loops at page %d" % pgno)
+            if pgno == 0:
+                raise FormatError("overflow chain ends %d bytes short" % (length - len(out)))
+            seen.add(pgno)
+            data = self.page(pgno)
+            pages.append(pgno)
+            nxt = struct.unpack(">I", data[:4])[0]
+            take = min(per_page, length - len(out))
+            out += data[4:4 + take]
+            pgno = nxt
+        return bytes(out), pages
+
+    def read_cell(self, page, i, follow_overflow=True):
+        """Decode cell i of a parsed page; FormatError on garbage."""
+        if i < 0 or i >= len(page.cell_pointers):
+            raise FormatError("cell %d not on page %d" % (i, page.pgno))
+        data = self.page(page.pgno)
+        off = page.cell_pointers[i]
+        U = self.usable_size
+        c = Cell(page.pgno, i)
+        end_limit = U
+        if page.type == TABLE_INTERIOR:
+            if off + 4 > end_limit:
+                raise FormatError("interior cell past page end")
+            c.left_child = struct.unpack(">I", data[off:off + 4])[0]
+            c.rowid, _ = read_varint(data[:end_limit], off + 4)
+            return c
+        if page.type == INDEX_INTERIOR:
+            if off + 4 > end_limit:
+                raise FormatError("interior cell past page end")
+            c.left_child = struct.unpack(">I", data[off:off + 4])[0]
+            off += 4
+        c.payload_size, off = read_varint(data[:end_limit], off)
+        if c.payload_size < 0 or c.payload_size > 0x7FFFFFFF:
+            raise FormatError("payload size %d impossible" % c.payload_size)
+        if page.type == TABLE_LEAF:
+            c.rowid, off = read_varint(data[:end_limit], off)
+        local = local_payload_size(c.payload_size, U, page.type == TABLE_LEAF)
+        if off + local > end_limit:
+            raise FormatError("cell payload runs past page end")
+        if local == c.payload_size:
+            c.payload = bytes(data[off:off + local])
+            return c
+        if off + local + 4 > end_limit:
+            raise FormatError("overflow pointer past page end")
+        head = bytes(data[off:off + local])
+        first = struct.unpack(">I", data[off + local:off + local + 4])[0]
+        c.overflow_pages = [first]
+        if follow_overflow:
+            rest, pages = self.read_overflow(first, c.payload_size - local)
+            c.overflow_pages = pages
+            c.payload = head + rest
+        return c
+
+    def children(self, page):
+        """Child page numbers of an interior page, in key order (right child last)."""
+        out = []
+        for i in range(page.ncells):
+            out.append(self.read_cell(page, i, follow_overflow=False).left_child)
+        out.append(page.right_child)
+        return out
+
+    # ------------------------------------------------------------ freelist
+
+    def freelist(self):
+        """Walk the freelist: returns dict(trunks, leaves, errors) (loop/bounds safe)."""
+        trunks, leaves, errors = [], [], []
+        seen = set()
+        pgno = self.header.freelist_trunk
+        per_trunk = self.usable_size // 4 - 2
+        while pgno:
+            if pgno in seen:
+                errors.append("freelist trunk loop at page %d" % pgno)
+                break
+            seen.add(pgno)
+            try:
+                data = self.page(pgno)
+            except FormatError as e:
+                errors.append(str(e))
+                break
+            trunks.append(pgno)
+            nxt, n = struct.unpack(">II", data[:8])
+            if n > per_trunk:
+                errors.append("trunk %d claims %d leaves" % (pgno, n))
+                n = per_trunk
+            for j in range(n):
+                leaf = struct.unpack(">I", data[8 + 4 * j:12 + 4 * j])[0]
+                if 1 <= leaf <= self.page_count and leaf not in seen:
+                    seen.add(leaf)
+                    leaves.append(leaf)
+                else:
+                    errors.append("trunk %d: bad leaf page %d" % (pgno, leaf))
+            pgno = nxt
+        if len(trunks) + len(leaves) != self.header.freelist_count:
+            errors.append("freelist holds %d pages, header says %d"
+                          % (len(trunks) + len(leaves), self.header.freelist_count))
+        return {"trunks": trunks, "leaves": leaves, "errors": errors}
+
+    # ------------------------------------------------------------ b-tree walk
+
+    def walk_btree(self, root, owner=None, claimed=None):
+        """Walk the b-tree from root, tolerating bad pages.
+
+        Returns a BTreeWalk: pages reached (by type), leaf pages, overflow pages,
+        bad pages (with reason and the key range the parent gave them) and
+        pages referenced twice. `claimed` (dict pgno -> owner) is shared across
+        walks so a page claimed by another tree is reported, not walked again.
+        """
+        w = BTreeWalk(root, owner)
+        claimed = {} if claimed is None else claimed
+        # stack of (pgno, parent, lo_exclusive, hi_inclusive, depth)
+        stack = [(root, None, None, None, 0)]
+        while stack:
+            pgno, parent, lo, hi, depth = stack.pop()
+            if pgno in claimed:
+                w.double_refs.append({"page": pgno, "parent": parent,
+                                      "first_owner": claimed[pgno]})
+                continue
+            if depth > 64:
+                w.bad_pages[pgno] = {"reason": "tree deeper than 64", "parent": parent,
+                                     "key_lo": lo, "key_hi": hi}
+                continue
+            try:
+                page = self.btree_page(pgno)
+            except FormatError as e:
+                w.bad_pages[pgno] = {"reason": str(e), "parent": parent,
+                                     "key_lo": lo, "key_hi": hi}
+                continue
+            if depth == 0:
+                w.is_table = page.is_table
+            elif page.is_table != w.is_table:
+                w.bad_pages[pgno] = {"reason": "page type %s in a %s tree" % (
+                    page.type_name, "table" if w.is_table else "index"),
+                    "parent": parent, "key_lo": lo, "key_hi": hi}
+                continue
+            claimed[pgno] = owner if owner is not None else root
+            w.pages[pgno] = page.type
+            if page.is_leaf:
+                w.leaves.append(pgno)
+                for i in range(page.ncells):
+                    try:
+                        c = self.read_cell(page, i, follow_overflow=False)
+                    except FormatError:
+                        continue
+                    for ov in self._overflow_page_list(c):
+                        if ov not in claimed:
+                            claimed[ov] = claimed[pgno]
+                            w.overflow.append(ov)
+                continue
+            kids = []
+            prev = lo
+            for i in range(page.ncells):
+                try:
+                    c = self.read_cell(page, i, follow_overflow=False)
+                except FormatError as e:
+                    w.bad_cells.append({"page": pgno, "cell": i, "reason": str(e)})
+                    continue
+                key = c.rowid if page.is_table else None
+                kids.append((c.left_child, prev, key))
+                if not page.is_table:
+                    for ov in self._overflow_page_list(c):
+                        if ov not in claimed:
+                            claimed[ov] = claimed[pgno]
+                            w.overflow.append(ov)
+                prev = key if page.is_table else prev
+            kids.append((page.right_child, prev, hi))
+            for child, clo, chi in reversed(kids):
+                stack.append((child, pgno, clo, chi, depth + 1))
+        return w
+
+    def _overflow_page_list(self, cell):
+        if not cell.overflow_pages:
+            return []
+        try:
+            local = local_payload_size(cell.payload_size, self.usable_size,
+                                       cell.rowid is not None and cell.left_child is None)
+            _, pages = self.read_overflow(cell.overflow_pages[0], cell.payload_size - local)
+            return pages
+        except FormatError:
+            return []
+
+    def leaf_records(self, pgno):
+        """Decode every cell of a table leaf page: yields (cell, values_or_None).
+
+        A cell that cannot be decoded is yielded with values None and cell.error set.
+        """
+        page = self.btree_page(pgno)
+        if page.type != TABLE_LEAF:
+            raise FormatError("page %d is %s, not a table leaf" % (pgno, page.type_name))
+        for i in range(page.ncells):
+            try:
+                c = self.read_cell(page, i)
+            except FormatError as e:
+                c = Cell(pgno, i)
+                c.error = str(e)
+                yield c, None
+                continue
+            try:
+                yield c, decode_record(c.payload, self.encoding)
+            except FormatError as e:
+                c.error = str(e)
+                yield c, None
+
+    def schema_rows(self):
+        """sqlite_schema rows read from page 1's tree: list of dicts (bad cells skipped)."""
+        out = []
+        w = self.walk_btree(1)
+        for pgno in w.leaves:
+            for c, vals in self.leaf_records(pgno):
+                if vals is None or len(vals) < 5:
+                    continue
+                t, name, tbl, root, sql = vals[:5]
+                if not isinstance(name, str):
+                    continue
+                out.append({"type": t, "name": name, "tbl_name": tbl,
+                            "rootpage": root if isinstance(root, int) else 0, "sql": sql})
+        return out
+
+    # ------------------------------------------------------------ classifier
+
+    def classify_pages(self, roots=None):
+        """Type and owning root of every page in the file.
+
+        roots: dict root_pgno -> name (defaults to sqlite_schema's, plus page 1).
+        Returns dict(pages={pgno: {"kind", "owner"}}, walks={name: BTreeWalk},
+        freelist=...). kind is a b-tree type name, "overflow", "freelist-trunk",
+        "freelist-leaf", "ptrmap", "lock-byte", "zero" or "unknown"; owner is the
+        name of the tree that reached it (None for orphans).
+        """
+        if roots is None:
+            roots = {1: "sqlite_schema"}
+            try:
+                for r in self.schema_rows():
+                    if r["rootpage"] and r["rootpage"] not in roots:
+                        roots[r["rootpage"]] = r["name"]
+            except FormatError:
+                pass
+        claimed = {}
+        walks = {}
+        for root in sorted(roots):
+            walks[roots[root]] = self.walk_btree(root, roots[root], claimed)
+        fl = self.freelist()
+        pages = {}
+        for pgno in range(1, self.page_count + 1):
+            owner = claimed.get(pgno)
+            kind = None
+            if owner is not None:
+                for w in walks.values():
+                    if pgno in w.pages:
+                        kind = PAGE_TYPE_NAMES[w.pages[pgno]]
+                        break
+                else:
+                    kind = "overflow"
+            pages[pgno] = {"kind": kind, "owner": owner}
+        for t in fl["trunks"]:
+            pages[t]["kind"] = pages[t]["kind"] or "freelist-trunk"
+        for lf in fl["leaves"]:
+            pages[lf]["kind"] = pages[lf]["kind"] or "freelist-leaf"
+        if self.lock_byte_page <= self.page_count:
+            pages[self.lock_byte_page]["kind"] = "lock-byte"
+        if self.header.vacuum_mode:
+            step = self.usable_size // 5 + 1
+            p = 2
+            while p <= self.page_count:
+                pages[p]["kind"] = "ptrmap"
+                p += step
+        for pgno, info in pages.items():
+            if info["kind"] is None:
+                info["kind"] = self._guess_kind(pgno)
+        return {"pages": pages, "walks": walks, "freelist": fl, "roots": roots}
+
+    def _guess_kind(self, pgno):
+        try:
+            data = self.page(pgno)
+        except FormatError:
+            return "unknown"
+        if not any(data):
+            return "zero"
+        try:
+            return self.btree_page(pgno).type_name
+        except FormatError:
+            return "unknown"
+
+
+class BTreeWalk(object):
+    """What one tolerant walk from a root found."""
+
+    def __init__(self, root, owner):
+        self.root = root
+        self.owner = owner
+        self.is_table = True
+        self.pages = {}          # pgno -> page type
+        self.leaves = []
+        self.overflow = []
+        self.bad_pages = {}      # pgno -> {reason, parent, key_lo, key_hi}
+        self.bad_cells = []
+        self.double_refs = []
+
+    def as_dict(self):
+        return {"root": self.root, "owner": self.owner, "pages": len(self.pages),
+                "leaves": len(self.leaves), "overflow": len(self.overflow),
+                "bad_pages": self.bad_pages, "bad_cells": self.bad_cells,
+                "double_refs": self.double_refs}
+
+
+# ---------------------------------------------------------------- WAL
+
+def _wal_checksum(data, s0, s1, big_endian):
+    fmt = (">" if big_endian else "<") + "%dI" % (len(data) // 4)
+    words = struct.unpack(fmt, data)
+    for i in range(0, len(words), 2):
+        s0 = (s0 + words[i] + s1) & 0xFFFFFFFF
+        s1 = (s1 + words[i + 1] + s0) & 0xFFFFFFFF
+    return s0, s1
+
+
+def read_wal(path, page_size=None):
+    """Committed frames of a WAL file, as SQLite would replay them.
+
+    Returns dict(pages={pgno: bytes} as of the last valid commit, db_pages,
+    frames_total, frames_valid, frames_committed, torn). A torn tail (bad salt or
+    checksum, or frames after the last commit) is ignored, never applied.
+    """
+    with open(path, "rb") as fh:
+        data = fh.read()
+    res = {"pages": {}, "db_pages": None, "frames_total": 0, "frames_valid": 0,
+           "frames_committed": 0, "torn": False, "error": None}
+    if len(data) < 32:
+        res["error"] = "wal shorter than its header" if data else None
+        return res
+    magic, version, psize, _ckseq, salt1, salt2, c1, c2 = struct.unpack(">8I", data[:32])
+    if magic not in WAL_MAGIC:
+        res["error"] = "bad wal magic"
+        return res
+    big = magic & 1
+    if psize == 1:
+        psize = 65536
+    if page_size and psize != page_size:
+        res["error"] = "wal page size %d != db page size %d" % (psize, page_size)
+        return res
+    if psize < 512 or psize > 65536 or psize & (psize - 1):
+        res["error"] = "bad wal page size"
+        return res
+    s0, s1 = _wal_checksum(data[:24], 0, 0, big)
+    if (s0, s1) != (c1, c2):
+        res["error"] = "wal header checksum mismatch"
+        return res
+    fsize = 24 + psize
+    nframes = (len(data) - 32) // fsize
+    res["frames_total"] = nframes
+    pending = {}
+    off = 32
+    for _ in range(nframes):
+        fh_ = data[off:off + 24]
+        pgno, commit, fs1, fs2, fc1, fc2 = struct.unpack(">6I", fh_)
+        if (fs1, fs2) != (salt1, salt2) or pgno == 0:
+            break
+        s0, s1 = _wal_checksum(fh_[:8], s0, s1, big)
+        s0, s1 = _wal_checksum(data[off + 24:off + fsize], s0, s1, big)
+        if (s0, s1) != (fc1, fc2):
+            break
+        res["frames_valid"] += 1
+        pending[pgno] = data[off + 24:off + fsize]
+        if commit:
+            res["pages"].update(pending)
+            pending = {}
+            res["db_pages"] = commit
+            res["frames_committed"] = res["frames_valid"]
+        off += fsize
+    res["torn"] = res["frames_committed"] < nframes
+    return res
+
+
+def apply_wal(db_path, wal_path):
+    """Write the WAL's committed frames into db_path (a private copy!).
+
+    Returns the read_wal summary without the page bytes.
+    """
+    with open(db_path, "rb") as fh:
+        head = fh.read(100)
+    try:
+        psize = parse_header(head).page_size
+    except FormatError:
+        psize = None
+    w = read_wal(wal_path, psize)
+    psize = psize or (len(next(iter(w["pages"].values()))) if w["pages"] else None)
+    if w["pages"] and psize:
+        with open(db_path, "r+b") as fh:
+            for pgno in sorted(w["pages"]):
+                fh.seek((pgno - 1) * psize)
+                fh.write(w["pages"][pgno])
+            if w["db_pages"]:
+                fh.truncate(w["db_pages"] * psize)
+    summary = dict((k, v) for k, v in w.items() if k != "pages")
+    summary["pages_applied"] = len(w["pages"])
+    return summary
+
+
+def sha256_file(path):
+    """sha256 hex of a file, read in chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while True:
+            b = fh.read(1 << 20)
+            if not b:
+                break
+            h.update(b)
+    return h.hexdigest()
