@@ -34,8 +34,12 @@ fi
 stamp="$VENV/.fleetops-installed"
 if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
   echo "setup: installing fleetops and its Python dependencies into $VENV"
-  "$VENV/bin/pip" install -q --upgrade pip >/dev/null
-  "$VENV/bin/pip" install -q -e "$ROOT[test]"
+  log="$VENV/fleetops-pip.log"
+  if ! { "$VENV/bin/pip" install -q --upgrade pip && "$VENV/bin/pip" install -q -e "$ROOT[test]"; } >"$log" 2>&1; then
+    tail -n 30 "$log" >&2
+    echo "setup: pip install failed (full log: $log)" >&2
+    exit 1
+  fi
   touch "$stamp"
 fi
 export PATH="$VENV/bin:$PATH"
