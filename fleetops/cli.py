@@ -332,9 +332,10 @@ def cmd_lab(args) -> int:
         kwargs["prefix"] = args.prefix
     lab = Lab(**kwargs)
     if args.lab_cmd == "up":
-        result = lab.up(args.n)
+        mixed = getattr(args, "with_kinds", None)
+        result = lab.up(args.n, mixed=mixed) if mixed else lab.up(args.n)
         inv = _lab_inventory(result, lab)
-        print(f"lab: {args.n} sshd host(s) up")
+        print(f"lab: {args.n} sshd host(s) up" + (f", plus mixed: {mixed}" if mixed else ""))
         if inv:
             print(f"inventory: {inv}")
             demo = next((p for p in ("playbooks/demo.yml", "playbooks/site.yml") if os.path.exists(p)), None)
@@ -439,6 +440,10 @@ def build_parser() -> argparse.ArgumentParser:
         lp = lab_sub.add_parser(name, help=helptext)
         if name == "up":
             lp.add_argument("n", type=_positive_int, metavar="N")
+            lp.add_argument("--with", dest="with_kinds", metavar="KIND[,KIND]",
+                            help="also start chrooted hosts of other kinds: aarch64 (arm01, qemu "
+                                 "user-mode), oldstable (old01, Debian bullseye); the first use builds "
+                                 "their root file systems (minutes), later ones reuse the cache")
         lp.add_argument("--dir", metavar="D", help="lab state directory")
         lp.add_argument("--prefix", metavar="P", help="host/user name prefix")
         lp.set_defaults(func=cmd_lab)

@@ -2,7 +2,9 @@
 
 FLEETOPS_LAB_HOSTS (default 8) sets the lab size; FLEETOPS_LAB_PREFIX (default
 "fotest") the Unix user prefix, so two suites running at once on one machine can
-use separate users.
+use separate users. `mixed_lab` is a second, separate lab with chrooted hosts of
+other kinds (arm01: aarch64 under qemu, old01: Debian bullseye); FLEETOPS_LAB_SKIP_MIXED=1
+skips its tests, FLEETOPS_LAB_MIXED (default "aarch64,oldstable") picks the kinds.
 """
 from __future__ import annotations
 
@@ -34,6 +36,42 @@ def lab():
     finally:
         the_lab.down()
         shutil.rmtree(state_dir, ignore_errors=True)
+
+
+def _mounts_under(path):
+    with open("/proc/self/mountinfo") as f:
+        return [line.split()[4] for line in f if line.split()[4].startswith(path.rstrip("/") + "/")]
+
+
+@pytest.fixture(scope="session")
+def mixed_lab():
+    """A separate Lab: lab01 (native) + arm01 (aarch64, qemu) + old01 (bullseye), chrooted real sshds.
+
+    Skips (with the reason) when FLEETOPS_LAB_SKIP_MIXED=1, without root, or when a root file
+    system cannot be built (no Debian mirror, no debootstrap/qemu); any other failure is an error.
+    Hosts: `lab01`, `arm01`, `old01`; groups `lab`, `aarch64`, `oldstable`.
+    Seed files with `mixed_lab.seed_file(host, "rel/path", src=...)` / `seed_state_db(host, src)`.
+    """
+    from fleetops.lab.rootfs import RootfsError
+
+    if os.environ.get("FLEETOPS_LAB_SKIP_MIXED", "") not in ("", "0"):
+        pytest.skip("mixed lab hosts skipped: FLEETOPS_LAB_SKIP_MIXED is set")
+    if os.geteuid() != 0:
+        pytest.skip("the mixed lab needs root (binfmt_misc, mounts, chroot, sshd)")
+    kinds = os.environ.get("FLEETOPS_LAB_MIXED", "aarch64,oldstable")
+    prefix = os.environ.get("FLEETOPS_LAB_PREFIX", "fotest")[:24] + "x"
+    state_dir = tempfile.mkdtemp(prefix="fleetops-mixlab-")
+    the_lab = Lab(state_dir, prefix=prefix)
+    try:
+        try:
+            the_lab.up(1, mixed=kinds)
+        except RootfsError as exc:
+            pytest.skip(f"mixed lab unavailable: {exc}")
+        yield the_lab
+    finally:
+        the_lab.down()
+        if not _mounts_under(state_dir):        # never rmtree across a mount that is still there
+            shutil.rmtree(state_dir, ignore_errors=True)
 
 
 @pytest.fixture
