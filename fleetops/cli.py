@@ -42,9 +42,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _err(msg: str) -> None:
-    from fleetops.engine.results import scrub_text
+    from fleetops.engine.results import printable, scrub_text
     line = " ".join(str(msg).split("\n")).strip()
-    print(f"fleetops: error: {scrub_text(line, _SECRETS)}", file=sys.stderr, flush=True)
+    print(f"fleetops: error: {printable(scrub_text(line, _SECRETS))}", file=sys.stderr, flush=True)
 
 
 # --- argument helpers ----------------------------------------------------------------------

@@ -17,7 +17,8 @@ from rich.table import Table
 from rich.text import Text
 
 from fleetops.engine.events import EventSink
-from fleetops.engine.results import COUNTERS, clean, clean_options, counter_increments, result_status, scrub_text
+from fleetops.engine.results import (COUNTERS, clean, clean_options, counter_increments, printable, result_status,
+                                     scrub_text)
 
 STYLES = {
     "ok": "green", "changed": "yellow", "failed": "bold red", "unreachable": "bold magenta",
@@ -38,7 +39,7 @@ def excerpt(msg, limit: int = MSG_EXCERPT) -> str:
     """First non-empty line of a message, shortened: failures stay one line each."""
     if msg is None:
         return ""
-    text = str(msg).strip()
+    text = printable(str(msg)).strip()
     lines = [ln for ln in text.splitlines() if ln.strip()]
     first = lines[0].strip() if lines else ""
     more = len(lines) > 1
@@ -59,7 +60,7 @@ def recap_table(stats: dict, title: str = "Recap") -> Table:
         for k in COUNTERS:
             n = int(c.get(k, 0) or 0)
             cells.append(Text(str(n), style=STYLES[k] if n and k != "ok" else ("green" if n else "dim")))
-        table.add_row(escape(str(host)), *cells)
+        table.add_row(escape(printable(str(host))), *cells)
     return table
 
 
@@ -93,7 +94,7 @@ class LiveDisplay(EventSink):
         self.final_stats = None
 
     def _t(self, s) -> str:
-        return escape(scrub_text("" if s is None else str(s), self.secret_values))
+        return escape(printable(scrub_text("" if s is None else str(s), self.secret_values)))
 
     def _print(self, *renderables, **kw) -> None:
         """Print a line; while live, queue it: the flusher prints batches (one panel repaint each)."""

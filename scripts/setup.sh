@@ -14,6 +14,7 @@ command -v sqlite3 >/dev/null || missing+=(sqlite3)
 command -v python3 >/dev/null || missing+=(python3)
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
 command -v useradd >/dev/null || missing+=(passwd)
+command -v sudo >/dev/null || missing+=(sudo)                  # become tests (sudo -n)
 command -v crontab >/dev/null || missing+=(cron)               # the backup units' cron path
 command -v systemd-analyze >/dev/null || missing+=(systemd)    # `systemd-analyze verify` of the units
 # the mixed lab hosts (tests/mixed): arm64 root under qemu user-mode, roots built by debootstrap

@@ -25,6 +25,8 @@ from fleetops.engine import secrets as _secrets
 from fleetops.engine.events import EventSink
 from fleetops.engine.local import LocalTransport
 from fleetops.engine.payload import run_payload
+from fleetops.engine import runlock as _runlock
+from fleetops.engine.runlock import HostBusy
 from fleetops.engine.taskrun import (Frame, HostState, TaskRunner, failed_result, unreachable_result)
 from fleetops.engine.templating import Templar, TemplateError, mark_unsafe
 from fleetops.engine.transport import ConnParams
@@ -241,6 +243,9 @@ class _Run:
 
     def _close_all(self) -> None:
         for st in self.hosts.values():
+            if st.run_lock is not None:
+                st.run_lock.close()
+                st.run_lock = None
             for t in (st.transport, st.local):
                 if t is not None:
                     try:
@@ -541,6 +546,8 @@ class _Run:
                 self.events.host_facts(host, facts)
         except Unreachable as e:
             res = unreachable_result(str(e))
+        except HostBusy as e:
+            res = failed_result(str(e), host_busy=True)
         except Exception as e:  # noqa: BLE001
             res = failed_result(f"gathering facts: {type(e).__name__}: {e}")
         ended = time.time()
@@ -644,6 +651,8 @@ class _Run:
                 raise Unreachable(f"{host}: {e}") from None
             connection = str(self.inventory_vars(host).get("ansible_connection") or "")
             st.transport = LocalTransport(params) if connection == "local" else self.transport_factory(params)
+        if st.busy:
+            raise HostBusy(st.busy)
         if not st.connected:
             try:
                 st.transport.connect()
@@ -651,6 +660,15 @@ class _Run:
                 raise
             except Exception as e:  # noqa: BLE001 - any connect failure means unreachable
                 raise Unreachable(f"{host}: {type(e).__name__}: {e}") from None
+            try:
+                st.run_lock = _runlock.acquire(st.transport, self.run_id)
+            except HostBusy as e:
+                st.busy = str(e)          # refused for the whole run: never half of one
+                try:
+                    st.transport.close()
+                except Exception:  # noqa: BLE001
+                    pass
+                raise
             st.connected = True
         return st.transport
 

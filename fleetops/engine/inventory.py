@@ -659,6 +659,9 @@ def parse_ini_value(text: str):
         return text
 
 
+_IPV6_HOST_RE = re.compile(r"^\[[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*\](:\d+)?(\s|$)")
+
+
 def _parse_ini(b: _Builder, text: str, path: str) -> None:
     group, state = "ungrouped", "hosts"
     declared: set = {"all", "ungrouped"}
@@ -683,7 +686,7 @@ def _parse_ini(b: _Builder, text: str, path: str) -> None:
             else:
                 declared.add(group)
             continue
-        if line.startswith("[") and line.endswith("]"):
+        if line.startswith("[") and (line.endswith("]") or not _IPV6_HOST_RE.match(line)):
             raise BadInput(f"invalid section header '{line}' (expected [group], [group:children] "
                            f"or [group:vars], without spaces)", where=where)
         if state == "hosts":

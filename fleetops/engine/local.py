@@ -25,14 +25,16 @@ class LocalTransport(Transport):
     def connect(self) -> None:
         pass
 
-    def run(self, command: str, stdin: bytes | None = None, timeout: float | None = None) -> CommandResult:
+    def run(self, command: str, stdin: bytes | None = None, timeout: float | None = None,
+            max_output: int | None = None) -> CommandResult:
         if timeout is None:
             timeout = self.params.command_timeout
         with self._lock:
             proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     start_new_session=True, close_fds=True)
-            out, err = _Capped(MAX_STREAM), _Capped(MAX_STREAM)
+            limit = max_output or MAX_STREAM
+            out, err = _Capped(limit), _Capped(limit)
             threads = [threading.Thread(target=self._drain, args=(proc.stdout, out), daemon=True),
                        threading.Thread(target=self._drain, args=(proc.stderr, err), daemon=True),
                        threading.Thread(target=self._feed, args=(proc.stdin, stdin), daemon=True)]
@@ -54,9 +56,11 @@ class LocalTransport(Transport):
                 th.join(5 if timed_out else None)
             if timed_out:
                 note = f"\n[fleetops: command timed out after {timeout:g}s]\n".encode()
-                return CommandResult(rc=-1, stdout=out.value(), stderr=err.value() + note, timed_out=True)
+                return CommandResult(rc=-1, stdout=out.value(), stderr=err.value() + note, timed_out=True,
+                                     stdout_dropped=out.dropped, stderr_dropped=err.dropped)
             stderr = err.value() + _truncation_note("stdout", out) + _truncation_note("stderr", err)
-            return CommandResult(rc=proc.returncode, stdout=out.value(), stderr=stderr)
+            return CommandResult(rc=proc.returncode, stdout=out.value(), stderr=stderr,
+                                 stdout_dropped=out.dropped, stderr_dropped=err.dropped)
 
     @staticmethod
     def _kill_group(proc) -> None:

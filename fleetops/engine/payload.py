@@ -20,7 +20,7 @@ import uuid
 import zlib
 
 import fleetops.remote
-from fleetops.engine.ssh import become_wrap
+from fleetops.engine.ssh import become_failure, become_wrap
 
 REMOTE_PKG = "fleetops.remote"
 REMOTE_DIR = os.path.dirname(os.path.abspath(fleetops.remote.__file__))
@@ -223,7 +223,11 @@ def run_modules(transport, modules: dict, entry: str, args: dict, python: str | 
     started = time.monotonic()
     res = transport.run(command, stdin=stdin, timeout=timeout)
     seconds = round(time.monotonic() - started, 4)
-    out = _parse(res, marker, label, tried, timeout)
+    why = become_failure(become_user, res.rc, res.stderr)
+    if why and f"\n{marker}\n".encode() not in res.stdout:
+        out = _failed(f"payload {label} failed (rc {res.rc}): {why}", rc=res.rc, stderr=_tail(res.stderr))
+    else:
+        out = _parse(res, marker, label, tried, timeout)
     out["payload_seconds"] = seconds
     return out
 

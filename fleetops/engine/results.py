@@ -132,6 +132,16 @@ def scrub_text(text, values) -> str:
     return text
 
 
+# C0 controls but tab/newline, DEL and C1 controls: a host's output or a hostile inventory must not
+# reach the operator's terminal as escape sequences (retitle, clear screen, fake lines).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` with terminal control characters shown as \\xNN instead of acted on (for terminals)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def _deep_scrub(obj, values):
     if isinstance(obj, str):
         return scrub_text(obj, values)

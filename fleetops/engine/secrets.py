@@ -56,13 +56,26 @@ def _strings(value, out: set) -> None:
             _strings(v, out)
 
 
+# A secret-named variable that holds where a secret lives (ansible_ssh_private_key_file,
+# vault_password_file) is masked by name, but its value is a path, not the secret: scrubbing it
+# everywhere would blank the one thing an error about that file must say.
+LOCATION_SUFFIXES = ("file", "_path", "_dir")
+
+
+def is_location_name(name) -> bool:
+    return isinstance(name, str) and name.lower().endswith(LOCATION_SUFFIXES)
+
+
 def collect_secret_values(variables: dict) -> set:
-    """String values (len >= 4) held under secret names, at any depth, to scrub from output."""
+    """String values (len >= 4) held under secret names, at any depth, to scrub from output
+    (paths under `*file`/`*_path`/`*_dir` names excepted: they are masked by name only)."""
     found: set = set()
 
     def walk(value):
         if isinstance(value, dict):
             for key, v in value.items():
+                if is_secret_name(key) and is_location_name(key) and isinstance(v, str):
+                    continue
                 if is_secret_name(key):
                     _strings(v, found)
                 else:

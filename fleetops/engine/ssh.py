@@ -35,7 +35,8 @@ from fleetops.errors import BadInput, Unreachable
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 log = logging.getLogger("fleetops.ssh")
 
-MAX_STREAM = 64 * 1024 * 1024
+MAX_STREAM = 64 * 1024 * 1024     # per stream of one command: payload results can be big
+MAX_COMMAND_OUTPUT = 1024 * 1024  # per stream kept of a `command`/`shell` task (rest counted)
 READ_CHUNK = 1 << 16
 DEFAULT_KEYS = ("id_ed25519", "id_ecdsa", "id_rsa")
 
@@ -174,6 +175,28 @@ def become_wrap(command: str, user: str | None) -> str:
     return f"sudo -n -H -u {shlex.quote(user)} -- sh -c {shlex.quote(command)}"
 
 
+# What sudo itself says when it refuses (it fails before the command runs, so this is the first line).
+_SUDO_REFUSED = re.compile(r"^(sudo: .+|Sorry, user .+ is not allowed to execute .+)$")
+_SUDO_MISSING = re.compile(r"\bsudo: (command )?not found$")
+
+
+def become_failure(user: str | None, rc: int, stderr: bytes) -> str | None:
+    """The reason when `become_wrap`'s sudo (not the command) failed, else None."""
+    if not user or rc in (0, -1):
+        return None
+    for line in stderr.decode("utf-8", errors="replace").splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        if _SUDO_MISSING.search(line):
+            return f"become failed: sudo is not installed on the host (become_user {user}): {line}"
+        if _SUDO_REFUSED.match(line):
+            return (f"become failed: sudo -n -u {user} refused: {line} (become needs a NOPASSWD sudo "
+                    f"rule for the login user; fleetops never types a password)")
+        return None
+    return None
+
+
 def parse_jump(spec: str) -> tuple[str | None, str, int]:
     """`[user@]host[:port]` (host may be `[v6]`) -> (user, host, port)."""
     user = None
@@ -212,10 +235,17 @@ class _Capped:
         return b"".join(self.parts)
 
 
+def size_text(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} bytes"
+
+
 def _truncation_note(name: str, c: _Capped) -> bytes:
     if not c.dropped:
         return b""
-    return (f"\n[fleetops: {name} truncated at {c.limit // (1024 * 1024)} MiB; "
+    return (f"\n[fleetops: {name} truncated at {size_text(c.limit)}; "
             f"{c.dropped} more bytes discarded]\n").encode()
 
 
@@ -439,7 +469,8 @@ class SSHTransport(Transport):
             raise self._lost("not connected")
         return self._t
 
-    def run(self, command: str, stdin: bytes | None = None, timeout: float | None = None) -> CommandResult:
+    def run(self, command: str, stdin: bytes | None = None, timeout: float | None = None,
+            max_output: int | None = None) -> CommandResult:
         with self._lock:
             t = self._active()
             if timeout is None:
@@ -450,13 +481,28 @@ class SSHTransport(Transport):
             except (paramiko.SSHException, EOFError, OSError) as e:
                 raise self._lost(e)
             try:
-                return self._collect(t, chan, stdin, timeout)
+                return self._collect(t, chan, stdin, timeout, max_output or MAX_STREAM)
             finally:
                 chan.close()
 
-    def _collect(self, t, chan, stdin, timeout) -> CommandResult:
+    def start(self, command: str):
+        """Start a long-lived command on its own channel and return the paramiko Channel.
+
+        The caller reads it and closes it (engine/runlock.py holds the host's run lock this
+        way); the command's stdin stays open until then, or until the connection goes.
+        """
+        with self._lock:
+            t = self._active()
+            try:
+                chan = t.open_session(timeout=float(self.params.connect_timeout))
+                chan.exec_command(command)
+            except (paramiko.SSHException, EOFError, OSError) as e:
+                raise self._lost(e)
+            return chan
+
+    def _collect(self, t, chan, stdin, timeout, limit: int = MAX_STREAM) -> CommandResult:
         deadline = time.monotonic() + timeout if timeout else None
-        out, err = _Capped(), _Capped()
+        out, err = _Capped(limit), _Capped(limit)
         feeder = None
         if stdin and len(stdin) > (1 << 20):
             # a big stdin is fed from a thread so a chatty command cannot deadlock us
@@ -487,7 +533,8 @@ class SSHTransport(Transport):
         if chan.exit_status == -1 and not t.is_active():
             raise self._lost("the connection dropped while the command ran")
         stderr = err.value() + _truncation_note("stdout", out) + _truncation_note("stderr", err)
-        return CommandResult(rc=chan.exit_status, stdout=out.value(), stderr=stderr)
+        return CommandResult(rc=chan.exit_status, stdout=out.value(), stderr=stderr,
+                             stdout_dropped=out.dropped, stderr_dropped=err.dropped)
 
     @staticmethod
     def _feed(chan, data: bytes | None) -> None:
@@ -502,7 +549,8 @@ class SSHTransport(Transport):
         self._signal(chan, "TERM")
         chan.close()
         note = f"\n[fleetops: command timed out after {timeout:g}s]\n".encode()
-        return CommandResult(rc=-1, stdout=out.value(), stderr=err.value() + note, timed_out=True)
+        return CommandResult(rc=-1, stdout=out.value(), stderr=err.value() + note, timed_out=True,
+                             stdout_dropped=out.dropped, stderr_dropped=err.dropped)
 
     @staticmethod
     def _signal(chan, name: str) -> None:

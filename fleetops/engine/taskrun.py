@@ -10,6 +10,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetops.engine.runlock import HostBusy
 from fleetops.engine.templating import TemplateError, mark_unsafe
 from fleetops.errors import Unreachable
 from fleetops.modules.base import Arg, TaskContext
@@ -80,6 +81,8 @@ class HostState:
     unreachable: bool = False
     failed: bool = False            # failed in an earlier batch/play: excluded from later plays
     notified: set = field(default_factory=set)
+    run_lock: Any = None            # engine/runlock.py: held while the run uses this host
+    busy: str | None = None         # another run holds the host: why, for every later task
 
 
 @dataclass
@@ -234,6 +237,8 @@ class TaskRunner:
             ctx = self._context(module_cls, variables)
         except Unreachable as e:
             return unreachable_result(str(e))
+        except HostBusy as e:
+            return failed_result(str(e), host_busy=True)
 
         register = getattr(task, "register", None)
         until = as_list(getattr(task, "until", None))

@@ -30,7 +30,14 @@ from jinja2 import nodes
 from jinja2 import exceptions as jexc
 from jinja2.meta import find_undeclared_variables
 from jinja2.parser import Parser
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.sandbox import (UNSAFE_ASYNC_GENERATOR_ATTRIBUTES, UNSAFE_COROUTINE_ATTRIBUTES,
+                            UNSAFE_GENERATOR_ATTRIBUTES, ImmutableSandboxedEnvironment)
+
+# Names no playbook needs and every sandbox escape uses (`__class__`, `__globals__`, mangled
+# `_TemplateReference__context`, frame attributes): refused before any host is contacted.
+_INTERNAL_NAMES = frozenset(UNSAFE_GENERATOR_ATTRIBUTES | UNSAFE_COROUTINE_ATTRIBUTES
+                            | UNSAFE_ASYNC_GENERATOR_ATTRIBUTES)
+_FORMAT_FIELD_INTERNAL = re.compile(r"\{[^{}]*__")
 
 
 class TemplateError(Exception):
@@ -647,6 +654,27 @@ class Templar:
                             parent.node = const
             needed |= find_undeclared_variables(tmpl)
         return needed - set(self.env.globals)
+
+    def check_sandbox(self, value: Any, conditional: bool = False) -> None:
+        """Refuse, statically, templates that reach for Python internals (the sandbox would refuse
+        them at render time too; validation refuses them before any host is contacted)."""
+        for tmpl in self._asts(value, conditional):
+            for node in tmpl.find_all((nodes.Getattr, nodes.Getitem, nodes.Filter, nodes.Const)):
+                name = None
+                if isinstance(node, nodes.Getattr):
+                    name = node.attr
+                elif isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const):
+                    name = node.arg.value
+                elif isinstance(node, nodes.Filter) and node.name == "attr" and node.args \
+                        and isinstance(node.args[0], nodes.Const):
+                    name = node.args[0].value
+                elif isinstance(node, nodes.Const) and isinstance(node.value, str) \
+                        and _FORMAT_FIELD_INTERNAL.search(node.value):
+                    raise TemplateError(f"template error: refused by the sandbox: format string "
+                                        f"{_one_line(node.value, 40)!r} reaches Python internals")
+                if isinstance(name, str) and ("__" in name or name in _INTERNAL_NAMES):
+                    raise TemplateError(f"template error: refused by the sandbox: {name!r} reaches "
+                                        f"Python internals")
 
     def defined_guards(self, value: Any, conditional: bool = False) -> set[str]:
         """Names tested with `is defined` / `is undefined` anywhere in `value`.

@@ -15,6 +15,8 @@ class CommandResult:
     stdout: bytes
     stderr: bytes
     timed_out: bool = False
+    stdout_dropped: int = 0      # bytes beyond the output cap, not kept
+    stderr_dropped: int = 0
 
 
 @dataclass
@@ -51,10 +53,13 @@ class Transport(abc.ABC):
         """Open the connection. Raises fleetops.errors.Unreachable with a one-line reason."""
 
     @abc.abstractmethod
-    def run(self, command: str, stdin: bytes | None = None, timeout: float | None = None) -> CommandResult:
+    def run(self, command: str, stdin: bytes | None = None, timeout: float | None = None,
+            max_output: int | None = None) -> CommandResult:
         """Run a shell command line (already quoted by the caller) and collect its output.
 
         A dropped connection raises Unreachable; a timeout returns timed_out=True, rc=-1.
+        Each stream keeps its first `max_output` bytes (default ssh.MAX_STREAM, sized for
+        payload results); the rest is read and counted in std*_dropped, never held.
         """
 
     @abc.abstractmethod

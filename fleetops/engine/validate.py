@@ -58,9 +58,8 @@ class _Checker:
     def check(self, value, known: set, where: str, conditional: bool = False, guards: frozenset = frozenset()):
         try:
             needed = self.templar.undeclared(value, conditional=conditional)
-            if not needed:
-                return
-            needed -= known | guards | self.templar.defined_guards(value, conditional=conditional)
+            if needed:
+                needed -= known | guards | self.templar.defined_guards(value, conditional=conditional)
         except TemplateError as exc:
             raise BadInput(exc.msg, where=where) from None
         if needed:
@@ -68,6 +67,10 @@ class _Checker:
             near = difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.75)
             hint = f" (did you mean: {', '.join(near)}?)" if near else ""
             raise BadInput(f"undefined variable '{name}'{hint}", where=where)
+        try:
+            self.templar.check_sandbox(value, conditional=conditional)
+        except TemplateError as exc:
+            raise BadInput(exc.msg, where=where) from None
 
     def check_tree(self, value, known: set, where: str, guards: frozenset):
         """Templates anywhere in nested args, each reported at the key holding it."""
@@ -159,6 +162,38 @@ def _runtime_names(play: Play) -> set:
     return names
 
 
+def check_inventory_templates(templar: Templar, inventory, host: str, variables: dict, seen: set) -> None:
+    """Inventory values are templates too: one reaching for Python internals is refused here,
+    at its own file:line, before any host is contacted (each distinct text is checked once)."""
+    origins = None
+    for name, value in variables.items():
+        for text in _template_strings(value):
+            if text in seen:
+                continue
+            try:
+                templar.check_sandbox(text)
+            except TemplateError as exc:
+                if "syntax" in exc.msg:
+                    continue    # left to render time, where a use of it fails (as in Ansible)
+                if origins is None and hasattr(inventory, "var_origins"):
+                    origins = inventory.var_origins(host)
+                where = (origins or {}).get(name) or getattr(inventory, "path", None)
+                raise BadInput(f"host '{host}': variable '{name}': {exc.msg}", where=where) from None
+            seen.add(text)
+
+
+def _template_strings(value, depth: int = 0):
+    if isinstance(value, str):
+        if Templar.is_template(value):
+            yield value
+    elif depth < 50 and isinstance(value, dict):
+        for v in value.values():
+            yield from _template_strings(v, depth + 1)
+    elif depth < 50 and isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _template_strings(v, depth + 1)
+
+
 def check_connections(inventory, hosts) -> None:
     """Connection inputs are bad input too: a bad port, a missing private key, a key
     readable by others or encrypted with no agent is refused before any host is contacted."""
@@ -180,6 +215,7 @@ def check_connections(inventory, hosts) -> None:
 def validate(playbook: Playbook, inventory, extra_vars: dict, modules: dict) -> None:
     """Raise BadInput for the first problem in the playbook; return None when it can run."""
     templar = Templar()
+    seen_templates: set = set()
     extra = set(extra_vars or {})
     runtime: set = set()   # registered / set_fact names persist per host across plays
     for play in playbook.plays:
@@ -187,7 +223,9 @@ def validate(playbook: Playbook, inventory, extra_vars: dict, modules: dict) -> 
         check_connections(inventory, hosts)
         inv_names: set = set()
         for host in hosts:
-            inv_names |= set(inventory.get_vars(host))
+            host_vars = inventory.get_vars(host)
+            inv_names |= set(host_vars)
+            check_inventory_templates(templar, inventory, host, host_vars, seen_templates)
         files = []
         for path, where in zip(play.vars_files, play.vars_files_where):
             if not os.path.isfile(path):

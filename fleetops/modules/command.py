@@ -25,11 +25,14 @@ def become_user(ctx: TaskContext) -> str | None:
     return (ctx.extra or {}).get("become_user")
 
 
-def run_line(ctx: TaskContext, line: str, stdin: bytes | None = None, timeout: float | None = None):
+def run_line(ctx: TaskContext, line: str, stdin: bytes | None = None, timeout: float | None = None,
+             max_output: int | None = None):
     """Run an already-quoted command line on the task's transport, through sudo when become is on."""
     if become_user(ctx):
         from fleetops.engine.ssh import become_wrap
         line = become_wrap(line, become_user(ctx))
+    if max_output:
+        return ctx.transport.run(line, stdin=stdin, timeout=timeout, max_output=max_output)
     return ctx.transport.run(line, stdin=stdin, timeout=timeout)
 
 
@@ -73,17 +76,29 @@ def run_program(ctx: TaskContext, args: dict, line: str, shown: str) -> dict:
         if args.get("stdin_add_newline", True) and not text.endswith("\n"):
             text += "\n"
         stdin = text.encode()
-    res = run_line(ctx, line, stdin=stdin, timeout=args.get("timeout"))
+    from fleetops.engine.ssh import MAX_COMMAND_OUTPUT, become_failure, size_text
+    res = run_line(ctx, line, stdin=stdin, timeout=args.get("timeout"), max_output=MAX_COMMAND_OUTPUT)
     out, err = _text(res.stdout), _text(res.stderr)
+    why = become_failure(become_user(ctx), res.rc, res.stderr)
     if res.timed_out:
         msg = f"timed out: {shown}"
+    elif why:
+        msg = why
     elif res.rc != 0:
         msg = f"non-zero return code {res.rc}"
     else:
         msg = ""
+    extra = {}
+    dropped = {name: n for name, n in (("stdout", getattr(res, "stdout_dropped", 0)),
+                                       ("stderr", getattr(res, "stderr_dropped", 0))) if n}
+    if dropped:
+        note = "; ".join(f"{name} truncated: kept the first {size_text(MAX_COMMAND_OUTPUT)}, "
+                         f"discarded {n} more bytes" for name, n in dropped.items())
+        msg = f"{msg}; {note}" if msg else note
+        extra = {f"{name}_truncated": n for name, n in dropped.items()}
     return result(changed=True, failed=res.rc != 0 or res.timed_out, msg=msg, cmd=shown, rc=res.rc,
                   stdout=out, stderr=err, stdout_lines=out.splitlines(), stderr_lines=err.splitlines(),
-                  timed_out=bool(res.timed_out))
+                  timed_out=bool(res.timed_out), **extra)
 
 
 class Command(Module):

@@ -1,0 +1,163 @@
+"""The host-side run lock: two fleetops runs never interleave on one host account.
+
+When the executor first connects to a host it starts, on a channel of its own, a
+tiny holder: `flock -n ~` (flock(2) on the login user's home directory, so no file
+is created and check mode leaves the host untouched) around `cat >/dev/null`,
+which takes the lock, says so, and then waits for its stdin to close. The lock
+therefore lives exactly as long as the run's SSH connection: the executor closing
+it, the controller dying (even SIGKILL) or the connection dropping all close that
+stdin, and the kernel drops the lock with the process. Nothing stale is ever left
+to clean up by hand. The holder's argv carries its record (run id, controller,
+pid, since), which a refused run reads with ps(1).
+
+A second run finds the lock busy and refuses that host ("host busy", a failed
+host, nothing run there) naming the holder: run id, controller, pid, since when.
+Two inventory names for the same account in one run share the lock (same run id).
+Cost: one extra command round trip per host per run, with only sh, flock(1) and
+cat on the host (no python start-up). A host without flock(1), or whose home cannot
+be flock'ed (some NFS homes), runs without the lock (logged), as before.
+
+This lock is per run and per account. The Hermes repair flow additionally keeps a
+lease in ~/.hermes/fleetops/lock (fleetops/remote/hostlock.py) across its steps.
+"""
+from __future__ import annotations
+
+import getpass
+import json
+import logging
+import os
+import shlex
+import socket
+import time
+
+from fleetops.errors import EXIT_HOST_FAILED, FleetopsError
+
+log = logging.getLogger("fleetops.runlock")
+log.addHandler(logging.NullHandler())     # never printed over the live view; visible with logging on
+
+LOCK_PATH = "~"                 # flock(2) on the home directory itself: no file is ever created
+TAG = "fleetops-run-lock"
+HELD = "FLEETOPS_RUN_LOCK_HELD"
+BUSY = "FLEETOPS_RUN_LOCK_BUSY"
+UNAVAILABLE = "FLEETOPS_RUN_LOCK_UNAVAILABLE"
+
+
+class HostBusy(FleetopsError):
+    """Another fleetops run holds the host's run lock: nothing is run on that host."""
+
+    exit_code = EXIT_HOST_FAILED
+
+
+def holder_record(run_id: str) -> dict:
+    try:
+        user = getpass.getuser()
+    except Exception:  # noqa: BLE001 - no passwd entry: the uid says enough
+        user = str(os.getuid())
+    return {"run_id": run_id, "controller": f"{user}@{socket.gethostname()}", "pid": os.getpid(),
+            "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def lock_command(record: dict) -> str:
+    """POSIX sh line: hold the lock until stdin closes, or report it busy (with its holder)."""
+    rec = shlex.quote(json.dumps(record, separators=(",", ":")))
+    holder = shlex.quote(f"echo {HELD}; cat >/dev/null")
+    # The holder's own argv carries its record, so a refused run can name it without any file.
+    find_holder = (f"ps -u \"$(id -u)\" -o args= 2>/dev/null | grep -F '{TAG} {{' | grep -v grep "
+                   f"| head -n 1 | sed 's/.*{TAG} //'")
+    return ('PATH="$PATH:/usr/bin:/bin"; '
+            f'command -v flock >/dev/null 2>&1 || {{ echo "{UNAVAILABLE} no flock(1) on the host"; exit 0; }}; '
+            f'flock -n "$HOME" sh -c {holder} {TAG} {rec}; rc=$?; '
+            f'if [ "$rc" = 1 ]; then printf "%s " {BUSY}; {find_holder}; echo; fi; '
+            'exit "$rc"')
+
+
+def _read_marker(chan, timeout: float) -> tuple[str | None, str]:
+    """(marker, rest of its line) from the first line that starts with one of ours; login-shell
+    chatter before it is skipped. (None, why) on EOF or timeout."""
+    deadline = time.monotonic() + timeout
+    buf = b""
+    while True:
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            text = line.decode("utf-8", "replace").strip()
+            for marker in (HELD, BUSY, UNAVAILABLE):
+                if text.startswith(marker):
+                    return marker, text[len(marker):].strip()
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None, f"no answer within {timeout:g}s"
+        chan.settimeout(min(left, 1.0))
+        try:
+            data = chan.recv(4096)
+        except socket.timeout:
+            continue
+        except (OSError, EOFError) as e:
+            return None, f"channel error: {e}"
+        if not data:
+            if buf:
+                buf += b"\n"
+                continue
+            return None, "the lock command ended without an answer"
+        buf += data
+
+
+class RunLock:
+    """A held lock: close() releases it (closing the channel closes the holder's stdin)."""
+
+    def __init__(self, chan):
+        self.chan = chan
+
+    def close(self) -> None:
+        chan, self.chan = self.chan, None
+        if chan is None:
+            return
+        try:
+            chan.shutdown_write()
+        except Exception:  # noqa: BLE001
+            pass
+        try:
+            chan.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def describe(record: dict) -> str:
+    parts = [f"run {record.get('run_id', '?')}"]
+    if record.get("controller"):
+        parts.append(f"{record['controller']}" + (f" pid {record['pid']}" if record.get("pid") else ""))
+    if record.get("since"):
+        parts.append(f"since {record['since']}")
+    return ", ".join(parts)
+
+
+def acquire(transport, run_id: str, timeout: float | None = None) -> RunLock | None:
+    """Take the host's run lock through `transport`; RunLock, or None when there is none to take
+    (a transport without long-lived channels, no flock on the host, same run). Raises HostBusy."""
+    start = getattr(transport, "start", None)
+    if start is None:
+        return None                       # the controller itself (local): nothing to serialise
+    params = getattr(transport, "params", None)
+    if timeout is None:
+        timeout = float(getattr(params, "command_timeout", 60) or 60)
+    chan = start(lock_command(holder_record(run_id)))
+    marker, rest = _read_marker(chan, timeout)
+    if marker == HELD:
+        return RunLock(chan)
+    try:
+        chan.close()
+    except Exception:  # noqa: BLE001
+        pass
+    name = getattr(params, "name", "") or "host"
+    if marker == BUSY:
+        try:
+            record = json.loads(rest) if rest else {}
+        except ValueError:
+            record = {}
+        if not isinstance(record, dict):
+            record = {}
+        if record.get("run_id") == run_id:
+            return None                   # another inventory name for the same account, this run
+        who = f" ({describe(record)})" if record else ""
+        raise HostBusy(f"host busy: another fleetops run holds its run lock{who}; nothing was run on {name}")
+    log.warning("%s: running without the run lock: %s", name, rest or "unknown reason")
+    return None
