@@ -7,20 +7,33 @@ and the results store, JSON output and logs scrub known secret values.
 from __future__ import annotations
 
 import copy
+import re
 
 MASK = "********"
-SECRET_WORDS = ("password", "passphrase", "token", "secret", "key")
 SECRET_NAMES = frozenset({"ansible_ssh_pass", "ansible_become_pass", "ansible_password",
                           "ansible_become_password", "fleetops_ssh_pass", "fleetops_become_pass"})
 MIN_SCRUB_LENGTH = 4   # shorter values would scrub ordinary text everywhere
 
 
+_PARTS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+
+
+def _secret_part(part: str) -> bool:
+    """password/passphrase/secret anywhere in a word; token/key as a word or its ending
+    (apikey, authtoken) but not as a plural or a stem (keys, tokens, tokenizer, keyword),
+    so result fields such as distinct_keys or tokenizer are not hidden."""
+    if any(w in part for w in ("password", "passphrase", "secret")):
+        return True
+    return part.endswith("token") or part.endswith("key")
+
+
 def is_secret_name(name) -> bool:
-    """True for names like db_password, API_TOKEN, ssh_key, ansible_ssh_pass (case-insensitive)."""
+    """True for names like db_password, API_TOKEN, ssh_key, apiKey, ansible_ssh_pass (any case)."""
     if not isinstance(name, str):
         return False
-    lowered = name.lower()
-    return lowered in SECRET_NAMES or any(word in lowered for word in SECRET_WORDS)
+    if name.lower() in SECRET_NAMES:
+        return True
+    return any(_secret_part(p.lower()) for p in _PARTS.findall(name))
 
 
 def mask(obj):

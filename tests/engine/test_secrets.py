@@ -9,14 +9,17 @@ from fleetops.engine.secrets import MASK, collect_secret_values, is_secret_name,
 @pytest.mark.parametrize("name", [
     "password", "db_password", "DB_PASSWORD", "ssh_passphrase", "api_token", "TokenFile", "client_secret",
     "aws_secret_access_key", "private_key", "ansible_ssh_private_key_file", "KEY", "ansible_ssh_pass",
-    "ansible_become_pass", "Ansible_SSH_Pass",
+    "ansible_become_pass", "Ansible_SSH_Pass", "apikey", "apiKey", "GITHUB_TOKEN", "authtoken", "ssh_key",
 ])
 def test_secret_names(name):
     assert is_secret_name(name)
 
 
 @pytest.mark.parametrize("name", ["user", "ansible_host", "pass", "passwd_hint_not", "port", "hermes_home", "", 5,
-                                  None, "ansible_ssh_passx"])
+                                  None, "ansible_ssh_passx",
+                                  # result fields that merely contain the letters
+                                  "tokenizer", "index_tokens", "docsize_tokens", "distinct_keys", "keys",
+                                  "keyword"])
 def test_ordinary_names(name):
     assert not is_secret_name(name)
 
