@@ -45,14 +45,16 @@ def E(r):
 if sys.version_info < (3, 8):
     E({"failed": True, "changed": False, "msg": "python " + sys.version.split()[0] + " on host is too old; fleetops payloads need 3.8+"})
     sys.exit(0)
-import json, zlib, base64, importlib, importlib.abc, importlib.util, linecache
+import json, zlib, base64, importlib, linecache
+from importlib.machinery import ModuleSpec
 D = json.loads(zlib.decompress(base64.b64decode(sys.stdin.buffer.readline())).decode("utf-8"))
 S = D["modules"]
 P = ("fleetops", "fleetops.remote")
-class L(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+# A duck-typed finder/loader: importlib.abc would pull in typing (~50 ms per call on a host).
+class L(object):
     def find_spec(self, name, path=None, target=None):
         if name in S or name in P:
-            return importlib.util.spec_from_loader(name, self, origin="<fleetops>", is_package=name in P)
+            return ModuleSpec(name, self, origin="<fleetops>", is_package=name in P)
     def create_module(self, spec):
         return None
     def exec_module(self, mod):
