@@ -14,10 +14,8 @@ import json
 import os
 import re
 import shlex
-import signal
 import sqlite3
 import sys
-import threading
 import traceback
 
 from fleetops import __version__
@@ -147,17 +145,10 @@ def _require_file(path: str, what: str) -> None:
 
 
 def _secret_values(inventory, extra_vars, playbook=None) -> set:
-    """Every secret value a run may print: from extra vars, every host's vars, play vars."""
-    from fleetops.engine.results import collect_secret_values
-    values = set(collect_secret_values(extra_vars or {}))
-    if inventory is not None:
-        for h in _host_names(getattr(inventory, "hosts", [])):
-            with contextlib.suppress(Exception):
-                values |= collect_secret_values(inventory.get_vars(h) or {})
-    for play in getattr(playbook, "plays", None) or []:
-        pvars = getattr(play, "vars", None)
-        if isinstance(pvars, dict):
-            values |= collect_secret_values(pvars)
+    """Every secret value a command may print (fleetops.runner.secret_values), remembered so
+    that error lines are scrubbed of them too."""
+    from fleetops.runner import secret_values
+    values = secret_values(inventory, extra_vars, playbook)
     _SECRETS.update(v for v in values if isinstance(v, str) and v)
     return values
 
@@ -170,81 +161,26 @@ def _console(stderr: bool = False):
 # --- commands ------------------------------------------------------------------------------
 
 def cmd_run(args) -> int:
+    from fleetops import runner
+    from fleetops.engine.executor import RunOptions
+    from fleetops.engine.results import DEFAULT_RESULTS_DIR
+
     extra_vars = parse_extra_vars(args.extra_vars)
-    _require_file(args.playbook, "playbook")
-    _require_file(args.inventory, "inventory")
-
-    from fleetops.engine.inventory import load_inventory
-    inventory = load_inventory(args.inventory)
-    _secret_values(inventory, extra_vars)
-    if args.limit and not _host_names(inventory.select(args.limit)):
-        raise BadInput(f"--limit {args.limit!r} matches no host", where=args.inventory)
-    from fleetops.modules.registry import get_modules
-    modules = get_modules()
-    from fleetops.engine.playbook import load_playbook
-    playbook = load_playbook(args.playbook, modules)
-    from fleetops.engine.validate import validate
-    validate(playbook, inventory, extra_vars, modules)
-    secret_values = _secret_values(inventory, extra_vars, playbook)
-
-    from fleetops.engine.events import Fanout
-    from fleetops.engine.executor import RunOptions, run_playbook
-    from fleetops.engine.results import DEFAULT_RESULTS_DIR, ResultsStore, new_run_id
-
+    loaded = runner.load(args.playbook, args.inventory, extra_vars, limit=args.limit, note_secrets=_SECRETS.update)
     results_dir = args.results or DEFAULT_RESULTS_DIR
-    store = ResultsStore(results_dir, secret_values=secret_values)
     options = RunOptions(
         limit=args.limit, tags=set(_split_tags(args.tags)), skip_tags=set(_split_tags(args.skip_tags)),
         extra_vars=extra_vars, forks=args.forks, check=args.check, diff=args.diff,
         accept_new_host_keys=args.accept_new_host_keys, results_dir=results_dir, known_hosts=args.known_hosts)
-    run_id = new_run_id()
-
-    if args.json:
-        from fleetops.display import JsonCollector
-        view = JsonCollector(secret_values=secret_values, results_dir=results_dir)
-    else:
-        from fleetops.display import LiveDisplay
-        view = LiveDisplay(console=_console(), secret_values=secret_values, results_dir=results_dir)
-
-    stop = threading.Event()
-    presses = [0]
-
-    def on_sigint(signum, frame):
-        presses[0] += 1
-        if presses[0] == 1:
-            stop.set()
-            print("fleetops: interrupted: starting no new tasks, letting running ones finish"
-                  " (Ctrl-C again to quit now)", file=sys.stderr, flush=True)
-            return
-        if hasattr(view, "stop_live"):
-            view.stop_live()
-        store.mark_interrupted(run_id, EXIT_INTERRUPTED)
-        print("fleetops: interrupted: quit now; the run is recorded as interrupted", file=sys.stderr, flush=True)
-        os._exit(EXIT_INTERRUPTED)
-
-    previous = signal.signal(signal.SIGINT, on_sigint)
     real_stdout = sys.stdout
-    try:
-        # With --json, stdout carries the one document only: anything else printed goes to stderr.
-        redirect = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
-        with redirect:
-            try:
-                outcome = run_playbook(playbook, inventory, options, Fanout(store, view), run_id, stop=stop)
-            except BaseException:
-                if hasattr(view, "stop_live"):
-                    view.stop_live()
-                store.mark_interrupted(run_id, EXIT_INTERRUPTED if stop.is_set() else EXIT_UNEXPECTED)
-                raise
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        store.close()
-    exit_code = int(getattr(outcome, "exit_code", EXIT_UNEXPECTED))
+    done = runner.execute(loaded, options, json_output=args.json, console=None if args.json else _console())
+    done.store.close()
     if args.json:
-        real_stdout.write(json.dumps(view.document(), ensure_ascii=False, default=str) + "\n")
+        real_stdout.write(json.dumps(done.view.document(), ensure_ascii=False, default=str) + "\n")
         real_stdout.flush()
-    if store.write_error is not None:
-        _err(f"{store.db_path}: results not fully recorded: {store.write_error}")
-    return exit_code
+    if done.store.write_error is not None:
+        _err(f"{done.store.db_path}: results not fully recorded: {done.store.write_error}")
+    return done.exit_code
 
 
 def cmd_hosts(args) -> int:

@@ -21,6 +21,7 @@ import threading
 import time
 from pathlib import Path
 
+from fleetops.engine import secrets as _secrets
 from fleetops.engine.events import EventSink
 
 SCHEMA_VERSION = 1
@@ -109,27 +110,11 @@ def new_run_id() -> str:
 
 # --- secrets -------------------------------------------------------------------------------
 
-def _secrets_module():
-    try:
-        from fleetops.engine import secrets as mod
-        return mod
-    except ImportError:
-        return None
-
-
-_FALLBACK_SECRET_NAME = re.compile(r"(password|passwd|passphrase|token|secret|key)", re.I)
-
-
 def scrub_text(text, values) -> str:
-    """Replace every known secret value in a string (fleetops.engine.secrets.scrub when present)."""
+    """Replace every known secret value in a string."""
     if not isinstance(text, str) or not values:
         return text
-    mod = _secrets_module()
-    if mod is not None and hasattr(mod, "scrub"):
-        return mod.scrub(text, values)
-    for v in sorted((v for v in values if v), key=len, reverse=True):
-        text = text.replace(v, REDACTED)
-    return text
+    return _secrets.scrub(text, values)
 
 
 # C0 controls but tab/newline, DEL and C1 controls: a host's output or a hostile inventory must not
@@ -154,11 +139,7 @@ def _deep_scrub(obj, values):
 
 def clean(obj, values=frozenset()):
     """Scrub every string and mask secret-named keys: what may be shown or stored."""
-    obj = _deep_scrub(obj, values)
-    mod = _secrets_module()
-    if mod is not None and hasattr(mod, "mask"):
-        return mod.mask(obj)
-    return _fallback_mask(obj)
+    return _secrets.mask(_deep_scrub(obj, values))
 
 
 def clean_options(options, values=frozenset()) -> dict:
@@ -176,36 +157,9 @@ def clean_options(options, values=frozenset()) -> dict:
     return out
 
 
-def _fallback_mask(obj):
-    if isinstance(obj, dict):
-        return {k: (REDACTED if isinstance(k, str) and _FALLBACK_SECRET_NAME.search(k)
-                    and v not in (None, "") and not isinstance(v, (dict, list)) else _fallback_mask(v))
-                for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_fallback_mask(v) for v in obj]
-    return obj
-
-
 def collect_secret_values(variables) -> set:
-    """Secret values among resolved variables (fleetops.engine.secrets when present)."""
-    mod = _secrets_module()
-    if mod is not None and hasattr(mod, "collect_secret_values"):
-        return set(mod.collect_secret_values(variables or {}))
-    out = set()
-
-    def walk(obj):
-        if isinstance(obj, dict):
-            for k, v in obj.items():
-                if isinstance(k, str) and _FALLBACK_SECRET_NAME.search(k) and isinstance(v, (str, int, float)) \
-                        and not isinstance(v, bool) and str(v):
-                    out.add(str(v))
-                else:
-                    walk(v)
-        elif isinstance(obj, list):
-            for v in obj:
-                walk(v)
-    walk(variables)
-    return out
+    """Secret values among resolved variables."""
+    return set(_secrets.collect_secret_values(variables or {}))
 
 
 def _dumps(obj) -> str:

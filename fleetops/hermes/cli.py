@@ -7,12 +7,9 @@ stores" from "fleetops could not do its job".
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import sys
-import threading
 
 from fleetops.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, BadInput
 
@@ -38,75 +35,38 @@ def exit_code(rows: list, engine_code: int) -> int:
 
 def audit(args) -> int:
     """Run playbooks/audit.yml on the inventory, store the figures, print the fleet table (or --json)."""
-    from fleetops import cli as fcli
-    from fleetops.engine.events import Fanout
-    from fleetops.engine.executor import RunOptions, run_playbook
-    from fleetops.engine.inventory import load_inventory
-    from fleetops.engine.playbook import load_playbook
-    from fleetops.engine.results import DEFAULT_RESULTS_DIR, ResultsStore, new_run_id
-    from fleetops.engine.validate import validate
+    from fleetops import runner
+    from fleetops.cli import _SECRETS
+    from fleetops.engine.executor import RunOptions
+    from fleetops.engine.results import DEFAULT_RESULTS_DIR
     from fleetops.hermes.audit import AuditCollector, print_fleet, rows_from, store_audit
-    from fleetops.modules.registry import get_modules
 
-    if not os.path.isfile(args.inventory):
-        raise BadInput("inventory not found", where=args.inventory)
     if not os.path.isfile(PLAYBOOK):
         raise BadInput("audit playbook missing from this install", where=PLAYBOOK)
     extra_vars = {"fleetops_deep": bool(args.deep)}
-    inventory = load_inventory(args.inventory)
-    modules = get_modules()
-    playbook = load_playbook(PLAYBOOK, modules)
-    validate(playbook, inventory, extra_vars, modules)
-    secret_values = fcli._secret_values(inventory, extra_vars, playbook)
+    loaded = runner.load(PLAYBOOK, args.inventory, extra_vars, limit=args.limit, note_secrets=_SECRETS.update)
     results_dir = getattr(args, "results", None) or DEFAULT_RESULTS_DIR
-    store = ResultsStore(results_dir, secret_values=secret_values)
     options = RunOptions(limit=args.limit, extra_vars=extra_vars, check=False,
                          accept_new_host_keys=bool(getattr(args, "accept_new_host_keys", False)),
                          results_dir=results_dir, known_hosts=getattr(args, "known_hosts", None))
-    run_id = new_run_id()
     collector = AuditCollector()
-    if args.json:
-        from fleetops.display import JsonCollector
-        view = JsonCollector(secret_values=secret_values, results_dir=results_dir)
-    else:
-        from fleetops.display import LiveDisplay
-        view = LiveDisplay(console=_console(), secret_values=secret_values, results_dir=results_dir)
-    stop = threading.Event()
-
-    def on_sigint(signum, frame):
-        if stop.is_set():
-            store.mark_interrupted(run_id, EXIT_INTERRUPTED)
-            os._exit(EXIT_INTERRUPTED)
-        stop.set()
-
-    previous = signal.signal(signal.SIGINT, on_sigint)
     real_stdout = sys.stdout
+    done = runner.execute(loaded, options, json_output=args.json, console=None if args.json else _console(),
+                          sinks=(collector,))
+    store = done.store
     try:
-        redirect = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
-        with redirect:
-            try:
-                outcome = run_playbook(playbook, inventory, options, Fanout(store, view, collector), run_id,
-                                       stop=stop)
-            except BaseException:
-                if hasattr(view, "stop_live"):
-                    view.stop_live()
-                store.mark_interrupted(run_id, EXIT_INTERRUPTED if stop.is_set() else 1)
-                raise
-        engine_code = int(outcome.exit_code)
         rows = rows_from(collector.results)
         try:
-            store_audit(store, run_id, collector.results)
+            store_audit(store, done.run_id, collector.results)
         except Exception as exc:  # figures not stored must not hide the verdicts
             print(f"fleetops: audit figures not stored in {store.db_path}: {exc}", file=sys.stderr)
     finally:
-        signal.signal(signal.SIGINT, previous)
         store.close()
-    code = exit_code(rows, engine_code)
+    code = exit_code(rows, done.exit_code)
     if args.json:
-        doc = {"run_id": run_id, "exit_code": code, "engine_exit_code": engine_code,
+        doc = {"run_id": done.run_id, "exit_code": code, "engine_exit_code": done.exit_code,
                "healthy": code == 0, "databases": rows,
-               "hosts": {h: store.clean(r) if hasattr(store, "clean") else r
-                         for h, r in collector.results.items()}}
+               "hosts": {h: store.clean(r) for h, r in collector.results.items()}}
         real_stdout.write(json.dumps(doc, ensure_ascii=False, default=str) + "\n")
         real_stdout.flush()
     else:

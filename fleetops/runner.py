@@ -1,0 +1,133 @@
+"""Load, validate and execute one playbook with the results store and a view attached.
+
+`fleetops run` and the shortcut commands built on playbooks (`fleetops audit`) share this
+one path, so validation, secrets, Ctrl-C handling and the results store behave the same
+whichever command started the run.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+from dataclasses import dataclass, field
+
+from fleetops.errors import EXIT_INTERRUPTED, BadInput
+
+EXIT_UNEXPECTED = 1
+
+
+@dataclass
+class Loaded:
+    """A playbook and inventory that passed validation: nothing has contacted a host yet."""
+
+    playbook: object
+    inventory: object
+    extra_vars: dict
+    secret_values: set
+
+
+@dataclass
+class Finished:
+    run_id: str
+    exit_code: int
+    store: object
+    view: object
+    outcome: object = None
+    notes: list = field(default_factory=list)
+
+
+def secret_values(inventory, extra_vars: dict, playbook=None) -> set:
+    """Values of secret-named variables (inventory, -e, play vars) to scrub from all output."""
+    from fleetops.engine.secrets import collect_secret_values
+
+    values = set(collect_secret_values(extra_vars or {}))
+    for host in getattr(inventory, "hosts", {}) or {}:
+        values |= collect_secret_values(inventory.get_vars(host) or {})
+    for play in getattr(playbook, "plays", []) or []:
+        values |= collect_secret_values(getattr(play, "vars", {}) or {})
+    return values
+
+
+def load(playbook_path: str, inventory_path: str, extra_vars: dict, limit: str | None = None,
+         note_secrets=None) -> Loaded:
+    """Inventory, modules, playbook, validation: any problem is BadInput (exit 4), no host contacted.
+
+    `note_secrets(values)` is told the secret values as soon as they are known, so an error
+    line about a later step can already be scrubbed of them.
+    """
+    from fleetops.engine.inventory import load_inventory
+    from fleetops.engine.playbook import load_playbook
+    from fleetops.engine.validate import validate
+    from fleetops.modules.registry import get_modules
+
+    note = note_secrets or (lambda values: None)
+    for path, what in ((playbook_path, "playbook"), (inventory_path, "inventory")):
+        if not os.path.exists(path):
+            raise BadInput(f"{what} not found", where=path)
+        if not os.access(path, os.R_OK):
+            raise BadInput(f"{what} is not readable", where=path)
+    inventory = load_inventory(inventory_path)
+    note(secret_values(inventory, extra_vars))
+    if limit and not inventory.select(limit):
+        raise BadInput(f"--limit {limit!r} matches no host", where=inventory_path)
+    modules = get_modules()
+    playbook = load_playbook(playbook_path, modules)
+    validate(playbook, inventory, extra_vars, modules)
+    values = secret_values(inventory, extra_vars, playbook)
+    note(values)
+    return Loaded(playbook, inventory, extra_vars, values)
+
+
+def execute(loaded: Loaded, options, *, json_output: bool, console=None, sinks=()) -> Finished:
+    """Run with the results store and the live view (or the --json collector) listening.
+
+    Ctrl-C once: start no new task, let running ones finish, record the run interrupted.
+    Twice: quit now, still recording it interrupted. With json_output, stdout is kept for
+    the caller's one document: anything printed during the run goes to stderr.
+    """
+    from fleetops.engine.events import Fanout
+    from fleetops.engine.executor import run_playbook
+    from fleetops.engine.results import ResultsStore, new_run_id
+
+    secrets = loaded.secret_values
+    store = ResultsStore(options.results_dir, secret_values=secrets)
+    if json_output:
+        from fleetops.display import JsonCollector
+        view = JsonCollector(secret_values=secrets, results_dir=options.results_dir)
+    else:
+        from fleetops.display import LiveDisplay
+        view = LiveDisplay(console=console, secret_values=secrets, results_dir=options.results_dir)
+    run_id = new_run_id()
+    stop = threading.Event()
+    presses = [0]
+
+    def on_sigint(signum, frame):
+        presses[0] += 1
+        if presses[0] == 1:
+            stop.set()
+            print("fleetops: interrupted: starting no new tasks, letting running ones finish"
+                  " (Ctrl-C again to quit now)", file=sys.stderr, flush=True)
+            return
+        if hasattr(view, "stop_live"):
+            view.stop_live()
+        store.mark_interrupted(run_id, EXIT_INTERRUPTED)
+        print("fleetops: interrupted: quit now; the run is recorded as interrupted", file=sys.stderr, flush=True)
+        os._exit(EXIT_INTERRUPTED)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        redirect = contextlib.redirect_stdout(sys.stderr) if json_output else contextlib.nullcontext()
+        with redirect:
+            try:
+                outcome = run_playbook(loaded.playbook, loaded.inventory, options,
+                                       Fanout(store, view, *sinks), run_id, stop=stop)
+            except BaseException:
+                if hasattr(view, "stop_live"):
+                    view.stop_live()
+                store.mark_interrupted(run_id, EXIT_INTERRUPTED if stop.is_set() else EXIT_UNEXPECTED)
+                raise
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return Finished(run_id, int(getattr(outcome, "exit_code", EXIT_UNEXPECTED)), store, view, outcome)
