@@ -45,3 +45,15 @@ def timed(cmd: list, env: dict | None = None, cwd: str | None = None) -> tuple:
 
 def median(xs):
     return statistics.median(xs) if xs else float("nan")
+
+
+def ansible_env(lab, workdir: str) -> dict:
+    """ansible-core with strict host keys against the lab's known_hosts and a fresh
+    ControlPath directory per call, so every repeat pays for its connections (as fleetops does)."""
+    import tempfile
+
+    return dict(os.environ, ANSIBLE_HOST_KEY_CHECKING="True", ANSIBLE_PYTHON_INTERPRETER="/usr/bin/python3",
+                ANSIBLE_SSH_ARGS=f"-o UserKnownHostsFile={lab.known_hosts_path} -o StrictHostKeyChecking=yes "
+                                 "-o ControlMaster=auto -o ControlPersist=60s",
+                ANSIBLE_SSH_CONTROL_PATH_DIR=tempfile.mkdtemp(dir=workdir), ANSIBLE_LOCAL_TEMP=workdir,
+                ANSIBLE_NOCOLOR="1")

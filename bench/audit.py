@@ -21,7 +21,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import ROOT, ensure_bench_venv, lab as make_lab, median, timed  # noqa: E402
+from _common import ROOT, ansible_env, ensure_bench_venv, lab as make_lab, median, timed  # noqa: E402
 from fleet_overhead import write_alternative_inventories  # noqa: E402
 
 sys.path.insert(0, ROOT)
@@ -82,11 +82,7 @@ def main() -> int:
             t, rc, out, err = timed(fo_cmd, env=dict(os.environ, PYTHONPATH=ROOT), cwd=work)
             healthy = rc == 0
             times["fleetops"].append(t) if healthy else print(f"fleetops audit rc {rc}: {err[-400:]}")
-            env = dict(os.environ, ANSIBLE_HOST_KEY_CHECKING="True",
-                       ANSIBLE_SSH_ARGS=f"-o UserKnownHostsFile={lab.known_hosts_path} -o StrictHostKeyChecking=yes "
-                                        "-o ControlMaster=auto -o ControlPersist=60s",
-                       ANSIBLE_SSH_CONTROL_PATH_DIR=tempfile.mkdtemp(dir=work), ANSIBLE_LOCAL_TEMP=work,
-                       ANSIBLE_NOCOLOR="1")
+            env = ansible_env(lab, work)
             t, rc, out, err = timed(an_cmd, env=env, cwd=work)
             ok = rc == 0 and out.count('\\"verdict\\": \\"healthy\\"') + out.count('"verdict": "healthy"') >= opts.hosts
             times["ansible-core"].append(t) if rc == 0 else print(f"ansible rc {rc}: {(out + err)[-400:]}")

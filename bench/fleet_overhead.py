@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import ROOT, ensure_bench_venv, lab as make_lab, median, timed  # noqa: E402
+from _common import ROOT, ansible_env, ensure_bench_venv, lab as make_lab, median, timed  # noqa: E402
 
 PY_CMD = "import sqlite3; print(sqlite3.sqlite_version)"
 
@@ -69,11 +69,7 @@ def main() -> int:
             t, rc, out, err = timed(fleetops_cmd, env=dict(os.environ, PYTHONPATH=ROOT), cwd=work)
             ok = rc == 0 and json.loads(out)["status"] == "ok"
             times["fleetops"].append(t) if ok else print(f"fleetops failed (rc {rc}): {err[-500:]}")
-            env = dict(os.environ, ANSIBLE_HOST_KEY_CHECKING="True", ANSIBLE_PYTHON_INTERPRETER="/usr/bin/python3",
-                       ANSIBLE_SSH_ARGS=f"-o UserKnownHostsFile={lab.known_hosts_path} -o StrictHostKeyChecking=yes "
-                                        "-o ControlMaster=auto -o ControlPersist=60s",
-                       ANSIBLE_SSH_CONTROL_PATH_DIR=tempfile.mkdtemp(dir=work), ANSIBLE_LOCAL_TEMP=work,
-                       ANSIBLE_NOCOLOR="1")
+            env = ansible_env(lab, work)
             t, rc, out, err = timed(ansible_cmd, env=env, cwd=work)
             times["ansible-core"].append(t) if rc == 0 else print(f"ansible failed (rc {rc}): {(out + err)[-500:]}")
             t, rc, out, err = timed(pyinfra_cmd, cwd=work)
