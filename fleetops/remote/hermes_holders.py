@@ -241,3 +241,70 @@ def summary(result):
         extra = "; maybe %s" % ", ".join("%s %s" % (p["kind"], p["pid"]) for p in poss) if poss else ""
         return (text + "; " if text else "") + "holders unknown" + extra
     return text or "none"
+
+
+# ---------------------------------------------------------------- scan policy (repair steps)
+
+POLICIES = ("strict", "owner")
+_DB_NAMES = ("state.db", "state.db-wal", "state.db-shm")
+
+
+def _could_hold(p, db_path, owner_uid):
+    """An uninspectable process that looks like Hermes or sqlite3: could it hold this state.db?
+
+    Only root and the file's owner can open a 0600 state.db; a sqlite3 shell counts only when
+    an argument is this path, or a relative path named state.db (its cwd cannot be read)."""
+    if p.get("uid") not in (0, owner_uid):
+        return False
+    if p.get("kind") != "sqlite-shell":
+        # Hermes itself runs as `hermes ...`, `python .../hermes ...` or `python -m hermes_cli.main`:
+        # a `hermes` further down a command line is an argument (a path), not the program
+        head = _split_argv(list(p.get("cmdline") or []))[:3]
+        return any(os.path.basename(t) in ("hermes", "hermes-agent") or
+                   t.startswith(("hermes_cli", "tui_gateway")) for t in head)
+    ours = set(os.path.realpath(db_path + s) for s in ("", "-wal", "-shm"))
+    for a in (p.get("cmdline") or [])[1:]:
+        if os.path.isabs(a):
+            if os.path.realpath(a) in ours:
+                return True
+        elif os.path.basename(a) in _DB_NAMES:
+            return True  # relative to a working directory we cannot read: assume it could be ours
+    return False
+
+
+def scan_policy(db_path, policy="strict", proc="/proc", exclude_pids=None):
+    """scan(), then apply the repair steps' policy for processes whose fds could not be read.
+
+    strict (fail closed): any uninspectable process leaves the answer "unknown".
+    owner: for a payload running as the Hermes user (no root), where root's and other users'
+    processes are never inspectable: they are assumed not to hold the file, unless one looks
+    like Hermes or a sqlite3 shell on a state.db and runs as root or as the file's owner; a
+    state.db readable by group or others (other users could open it) stays strict. The
+    assumption is recorded in result["assumed"].
+    """
+    out = scan(db_path, proc, exclude_pids)
+    if policy != "owner" or out["status"] == "known" or _hidepid(proc):
+        return out
+    if not out["uninspectable"]["count"]:
+        return out  # unknown for another reason (cannot list /proc)
+    try:
+        st = os.stat(db_path)
+    except OSError:  # mid-swap there may be no state.db: judge by its directory
+        try:
+            st = os.stat(os.path.dirname(os.path.abspath(db_path)))
+        except OSError:
+            return out
+    if st.st_mode & 0o077:
+        out["reason"] += "; %s is readable by group/others (mode %04o): policy owner does not apply" % (
+            db_path, st.st_mode & 0o7777)
+        return out
+    risky = [p for p in out["uninspectable"]["possible"] if _could_hold(p, os.path.abspath(db_path), st.st_uid)]
+    if risky:
+        out["reason"] += "; of those, %s could hold it" % ", ".join(describe(p) for p in risky)
+        return out
+    out["assumed"] = {"policy": "owner", "reason": out["reason"],
+                      "note": "processes that could not be inspected are assumed not to hold %s "
+                              "(none of them looks like Hermes or a sqlite3 shell on it)" % db_path}
+    out["status"] = "known"
+    out["reason"] = None
+    return out

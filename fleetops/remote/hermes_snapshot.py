@@ -18,6 +18,7 @@ import shutil
 import sqlite3
 import time
 
+from fleetops.remote import hermes_holders
 from fleetops.remote import hermes_paths
 from fleetops.remote import hostlock
 
@@ -64,9 +65,12 @@ def locate(args):
     if not hermes_paths.PROFILE_RE.match(profile):
         raise ValueError("invalid profile name %r (Hermes names are [a-z0-9][a-z0-9_-]{0,63})" % profile)
     home = hermes_paths.profile_home(root, profile)
+    policy = args.get("holder_scan") or "strict"
+    if policy not in hermes_holders.POLICIES:
+        raise ValueError("holder_scan must be one of %s, not %r" % ("/".join(hermes_holders.POLICIES), policy))
     return {"root": root, "profile": profile, "home": home,
             "db": os.path.join(home, hermes_paths.DB_NAME),
-            "fleetops": os.path.join(root, "fleetops")}
+            "fleetops": os.path.join(root, "fleetops"), "holder_scan": policy}
 
 
 def stamp_dir_name(profile, now=None):

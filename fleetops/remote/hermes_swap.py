@@ -45,7 +45,7 @@ def _result(ok, msg, changed=False, **extra):
 
 def no_holders(loc, force=False):
     """Raise SwapError naming every holder (or the reason the scan is incomplete)."""
-    sc = hermes_holders.scan(loc["db"])
+    sc = hermes_holders.scan_policy(loc["db"], loc.get("holder_scan") or "strict")
     if sc["holders"]:
         raise SwapError("refusing: %d process(es) hold %s: %s. Stop them first (hermes_stop_writers); "
                         "nothing was changed." % (len(sc["holders"]), loc["db"], "; ".join(

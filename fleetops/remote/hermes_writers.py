@@ -340,7 +340,7 @@ def stop(loc, args):
     """Stop every writer of loc's state.db; the payload result (module contract)."""
     opts = _opts(args)
     db = loc["db"]
-    scan = hermes_holders.scan(db)
+    scan = hermes_holders.scan_policy(db, loc.get("holder_scan") or "strict")
     if scan["status"] != "known" and not opts["force"]:
         return _refusal("cannot tell who holds %s: %s. Run as root or as the user owning the Hermes "
                         "processes (or pass force: true if you know they are idle); nothing was stopped."
@@ -442,7 +442,7 @@ def _converge(loc, opts, scan0, stopped, log, rec):
     last_seen = start_t
     deadline = start_t + opts["deadline"]
     while True:
-        scan = hermes_holders.scan(loc["db"])
+        scan = hermes_holders.scan_policy(loc["db"], loc.get("holder_scan") or "strict")
         now = _now()
         if scan["status"] != "known" and not opts["force"]:
             return {"ok": False, "respawns": respawns,
@@ -586,7 +586,7 @@ def start(loc, args):
     opts = _opts(args)
     rec = load_record(loc)
     if not rec or rec.get("status") not in ("stopping", "stopped", "restart_failed"):
-        return {"changed": False, "failed": False, "skipped": False, "started": [],
+        return {"changed": False, "failed": False, "skipped": False, "started": [], "recorded": False,
                 "msg": "nothing recorded as stopped for profile %s: nothing to start" % loc["profile"]}
     pend = hermes_swap.pending(loc)
     if pend and pend.get("db") == loc["db"]:
@@ -598,7 +598,8 @@ def start(loc, args):
     gw = rec.get("gateway")
     procs = [p for p in rec.get("processes") or [] if p.get("restart")]
     if fs.truthy(args.get("_check")):
-        return {"changed": False, "failed": False, "skipped": False,
+        return {"changed": False, "failed": False, "skipped": False, "recorded": True,
+                "record_status": rec.get("status"),
                 "msg": "check mode: would start units %s, gateway %s, %d other process(es)" % (
                     [u["name"] for u in units] or "-", " ".join(gw["argv"]) if gw else "-", len(procs))}
     started, errors = [], []
