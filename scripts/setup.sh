@@ -13,6 +13,8 @@ command -v ssh-keygen >/dev/null || missing+=(openssh-client)
 command -v sqlite3 >/dev/null || missing+=(sqlite3)
 command -v python3 >/dev/null || missing+=(python3)
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
+# the system python runs the lab's Hermes processes (scripts/test.sh builds a venv on it)
+[ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3 python3-venv)
 command -v useradd >/dev/null || missing+=(passwd)
 command -v sudo >/dev/null || missing+=(sudo)                  # become tests (sudo -n)
 command -v crontab >/dev/null || missing+=(cron)               # the backup units' cron path

@@ -6,5 +6,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/scripts/setup.sh"
 bash "$ROOT/scripts/hermes-venv.sh" >/dev/null
+# Lab users run the real `hermes gateway` from a venv on the system python (a pyenv or
+# /root-owned interpreter is out of their reach).
+PYTHON=/usr/bin/python3 FLEETOPS_HERMES_VENV=/opt/fleetops-test/hermes-venv-shared \
+  bash "$ROOT/scripts/hermes-venv.sh" >/dev/null
 cd "$ROOT"
 exec "$VENV/bin/python" -m pytest -p no:cacheprovider "$@"
