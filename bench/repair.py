@@ -73,7 +73,8 @@ def main() -> int:
             d = damage.make(case, src, os.path.join(work, name, "state.db"))
             seeder.seed_image(name, d.path)
             cases[name] = d
-        pids = {name: seeder.gateway(name) for name in names}
+        for name in names:
+            seeder.gateway(name)             # a live gateway on every host: stop_writers has work to do
         print(f"seeded {len(names)} hosts with damaged stores and live gateways in "
               f"{time.perf_counter() - t0:.1f}s", flush=True)
 
