@@ -51,11 +51,18 @@ class _Step(Module):
         "hermes_home": Arg(str, default=None),
         "run_id": Arg(str, default=None),
         "holder_scan": Arg(str, default=None, choices=("strict", "owner")),
+        "allow_symlink": Arg(BOOL, default=None),
         "timeout": Arg((int, float), default=None),
     }
 
     def pargs(self, ctx: TaskContext, args: dict) -> dict:
         out = {k: v for k, v in args.items() if v not in (None, "") and k != "timeout"}
+        # A state.db symlinked out of the Hermes home is refused by every step unless told,
+        # per task or for the whole play with the host variable hermes_allow_symlink.
+        allow = args.get("allow_symlink")
+        if allow in (None, ""):
+            allow = (ctx.variables or {}).get("hermes_allow_symlink", False)
+        out["allow_symlink"] = _truthy(allow)
         out["run_id"] = args.get("run_id") or ctx.extra.get("run_id")
         if self.action:
             out.setdefault("action", self.action)

@@ -68,9 +68,23 @@ def locate(args):
     policy = args.get("holder_scan") or "strict"
     if policy not in hermes_holders.POLICIES:
         raise ValueError("holder_scan must be one of %s, not %r" % ("/".join(hermes_holders.POLICIES), policy))
-    return {"root": root, "profile": profile, "home": home,
-            "db": os.path.join(home, hermes_paths.DB_NAME),
+    db = os.path.join(home, hermes_paths.DB_NAME)
+    if not args.get("allow_symlink"):
+        refuse_outside_links(root, [home, db, db + "-wal", db + "-shm"])
+    return {"root": root, "profile": profile, "home": home, "db": db,
             "fleetops": os.path.join(root, "fleetops"), "holder_scan": policy}
+
+
+def refuse_outside_links(root, paths):
+    """A state.db (or sidecar, or profile dir) that is a symlink out of the Hermes home would
+    have the repair move, swap and chmod files somewhere nobody meant: refuse unless told."""
+    top = os.path.realpath(root)
+    for path in paths:
+        if os.path.islink(path):
+            target = os.path.realpath(path)
+            if target != top and not target.startswith(top + os.sep):
+                raise ValueError("%s is a symlink to %s, outside the Hermes home %s; refusing to operate "
+                                 "on it (allow_symlink: true to accept it)" % (path, target, top))
 
 
 def stamp_dir_name(profile, now=None):
