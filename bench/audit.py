@@ -65,7 +65,9 @@ def main() -> int:
 
     work = tempfile.mkdtemp(prefix="fleetops-bench-audit-")
     db = os.path.join(work, "state.db")
-    meta = standard_db(db)
+    standard_db(db)
+    size = os.path.getsize(db)
+    audit_seconds = []
     lab = make_lab(opts.hosts, opts.lab_dir, prefix="fobench")
     seed(lab, db)
     ini, _ = write_alternative_inventories(lab, work)
@@ -81,6 +83,8 @@ def main() -> int:
         for rep in range(opts.repeats):
             t, rc, out, err = timed(fo_cmd, env=dict(os.environ, PYTHONPATH=ROOT), cwd=work)
             healthy = rc == 0
+            if healthy:
+                audit_seconds += [r.get("payload_seconds", 0) for r in json.loads(out)["hosts"].values()]
             times["fleetops"].append(t) if healthy else print(f"fleetops audit rc {rc}: {err[-400:]}")
             env = ansible_env(lab, work)
             t, rc, out, err = timed(an_cmd, env=env, cwd=work)
@@ -94,8 +98,11 @@ def main() -> int:
             lab.down()
         shutil.rmtree(work, ignore_errors=True)
     med = {k: median(v) for k, v in times.items()}
-    print(f"\naudit of {opts.hosts} hosts, each a healthy {meta.get('size', 0) / 1e6:.0f} MB state.db "
+    print(f"\naudit of {opts.hosts} hosts, each a healthy {size / 1e6:.0f} MB state.db "
           f"(forks {forks}, {opts.repeats} repeats, median wall clock):")
+    if audit_seconds:
+        print(f"  host-side audit payload per host: median {median(audit_seconds):.2f}s "
+              f"(sum {sum(audit_seconds) / len(times['fleetops']):.1f}s per run, all on this machine's cores)")
     for k, v in med.items():
         print(f"  {k:13s} {v:7.2f}s   runs: {', '.join(f'{x:.2f}' for x in times[k])}")
     print(f"  ansible-core / fleetops = {med['ansible-core'] / med['fleetops']:.1f}x")
