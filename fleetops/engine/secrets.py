@@ -7,6 +7,7 @@ and the results store, JSON output and logs scrub known secret values.
 from __future__ import annotations
 
 import copy
+import functools
 import re
 
 MASK = "********"
@@ -31,6 +32,12 @@ def is_secret_name(name) -> bool:
     """True for names like db_password, API_TOKEN, ssh_key, apiKey, ansible_ssh_pass (any case)."""
     if not isinstance(name, str):
         return False
+    return _is_secret_str(name)
+
+
+@functools.lru_cache(maxsize=8192)
+def _is_secret_str(name: str) -> bool:
+    # every task on every host asks about the same few hundred names: decide each once
     if name.lower() in SECRET_NAMES:
         return True
     return any(_secret_part(p.lower()) for p in _PARTS.findall(name))

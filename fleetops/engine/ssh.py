@@ -68,16 +68,35 @@ def _name_matches(pattern_field: str, name: str) -> bool:
     return name in pattern_field.split(",")
 
 
-def read_known_hosts(path: str, name: str) -> tuple[list[tuple[str, bytes]], list[bytes]]:
-    """(known (keytype, blob) entries, revoked blobs) for `name`; hashed entries included."""
-    known, revoked = [], []
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
-    except FileNotFoundError:
-        return known, revoked
-    except OSError as e:
-        raise Unreachable(f"cannot read known_hosts {path}: {e.strerror or e}")
+_parsed_cache: dict = {}
+_cache_lock = threading.Lock()
+
+
+def _file_stamp(path: str):
+    st = os.stat(path)
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _cached(kind: str, path: str, build):
+    """build(path), remembered while the file's inode, size and mtime stay the same: a run opens
+    one connection per host, and re-reading one known_hosts / key file for each of a thousand
+    hosts is pure waste. A changed file (a key recorded by --accept-new-host-keys) is re-read."""
+    stamp = _file_stamp(path)
+    with _cache_lock:
+        hit = _parsed_cache.get((kind, path))
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    value = build(path)
+    with _cache_lock:
+        _parsed_cache[(kind, path)] = (stamp, value)
+    return value
+
+
+def _parse_known_hosts(path: str) -> list:
+    """[(marker or None, host field, key type, blob)] for every usable line."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        lines = f.read().splitlines()
+    entries = []
     for line in lines:
         fields = line.strip().split()
         if not fields or fields[0].startswith("#"):
@@ -91,10 +110,24 @@ def read_known_hosts(path: str, name: str) -> tuple[list[tuple[str, bytes]], lis
             blob = base64.b64decode(fields[2], validate=True)
         except (ValueError, TypeError):
             continue
+        entries.append((marker, fields[0], fields[1], blob))
+    return entries
+
+
+def read_known_hosts(path: str, name: str) -> tuple[list[tuple[str, bytes]], list[bytes]]:
+    """(known (keytype, blob) entries, revoked blobs) for `name`; hashed entries included."""
+    known, revoked = [], []
+    try:
+        entries = _cached("known_hosts", path, _parse_known_hosts)
+    except FileNotFoundError:
+        return known, revoked
+    except OSError as e:
+        raise Unreachable(f"cannot read known_hosts {path}: {e.strerror or e}")
+    for marker, hosts, ktype, blob in entries:
         if marker == "@revoked":
             revoked.append(blob)
-        elif marker is None and _name_matches(fields[0], name):
-            known.append((fields[1], blob))
+        elif marker is None and _name_matches(hosts, name):
+            known.append((ktype, blob))
     return known, revoked
 
 
@@ -133,7 +166,12 @@ def key_is_encrypted(path: str) -> bool:
 
 
 def load_private_key(path: str):
-    """PKey from a file; PasswordRequiredException if it is encrypted (any paramiko version)."""
+    """PKey from a file; PasswordRequiredException if it is encrypted (any paramiko version).
+    Read once per run for all hosts (re-read if the file changes)."""
+    return _cached("private_key", path, _load_private_key)
+
+
+def _load_private_key(path: str):
     if key_is_encrypted(path):
         raise paramiko.PasswordRequiredException(f"private key {path} is encrypted")
     try:

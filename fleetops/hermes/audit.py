@@ -15,7 +15,6 @@ from rich.table import Table
 
 from fleetops.engine.events import EventSink
 from fleetops.modules.base import Arg, Module, TaskContext, result
-from fleetops.remote.hermes_audit import SEVERITY
 
 VERDICT_STYLES = {
     "healthy": "green", "fts_index_damage": "yellow", "index_damage": "yellow",
@@ -148,6 +147,8 @@ def rows_from(results: dict) -> list[dict]:
 
 
 def severity(verdict: str) -> int:
+    # imported here: every `fleetops run` loads this module (the registry), few need the payload
+    from fleetops.remote.hermes_audit import SEVERITY
     return HOST_SEVERITY.get(verdict, SEVERITY.get(verdict, 6))
 
 

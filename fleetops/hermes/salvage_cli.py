@@ -10,7 +10,6 @@ import json
 import sys
 
 from fleetops.errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_OK
-from fleetops.remote import salvage as engine
 
 
 def _get(args, name, default=None):
@@ -21,6 +20,7 @@ def _get(args, name, default=None):
 
 def salvage(args) -> int:
     """Run salvage from parsed CLI arguments (argparse Namespace or dict); returns the exit code."""
+    from fleetops.remote import salvage as engine   # heavy; only `fleetops salvage` needs it
     try:
         report = engine.salvage(
             _get(args, "source"), _get(args, "output"),

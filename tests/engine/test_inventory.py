@@ -335,7 +335,7 @@ BAD = os.path.join(DATA, "bad")
 BAD_CASES = [
     ("dup_host.yml", "5:5", "duplicate key 'h1'"),
     ("dup_var.yml", "5:5", "duplicate key 'a'"),
-    ("syntax.yml", "4:11", "YAML syntax error: while parsing a flow mapping: expected ',' or '}', but got ':'"),
+    ("syntax.yml", "4:11", "YAML syntax error: while parsing a flow mapping: did not find expected ',' or '}'"),
     ("host_list.yml", "5:9", "host 'w1' in group 'web' must be a mapping of variables or empty, got a list"),
     ("hosts_list.yml", "4:7",
      "'hosts' of group 'web' must be a mapping of host names to their variables, got a list"),
