@@ -1,8 +1,9 @@
 """Run a host-side payload (fleetops/remote/<name>.py) in one SSH round trip.
 
 The payload and every `fleetops.remote.*` module it imports travel as one
-compressed line on stdin; a short bootstrap, passed with `python3 -I -c`,
-imports them from memory, so nothing is installed or left on the host and the
+compressed line on stdin; a short bootstrap, passed with `python3 -I -S -c`
+(isolated and without site: payloads are stdlib-only, and site costs start-up
+time on every call), imports them from memory, so nothing is installed or left on the host and the
 host's python needs nothing but its stdlib. The result is JSON after a marker
 that is unique per call, so stray output can never be mistaken for it.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import ast
 import base64
 import json
+import marshal
 import os
 import re
 import shlex
@@ -37,17 +39,52 @@ M = @MARKER@
 R = os.dup(1)
 os.dup2(2, 1)
 sys.stdout = sys.stderr
+try:
+    from _json import encode_basestring_ascii as A
+except ImportError:
+    A = None
+def J(o):
+    # JSON text for the result (as json.dumps(o, default=repr) writes it) without importing
+    # json, whose regular expressions cost a light payload a third of its start-up; a payload
+    # that imported json itself gets its C encoder.
+    j = sys.modules.get("json")
+    if j is None and A is None:
+        import json as j
+    if j is not None:
+        return j.dumps(o, default=repr)
+    if isinstance(o, str):
+        return A(o)
+    if o is None or o is True or o is False:
+        return {None: "null", True: "true", False: "false"}[o]
+    if isinstance(o, int):
+        return int.__repr__(o)
+    if isinstance(o, float):
+        if o != o or o in (1e309, -1e309):
+            return {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}[repr(o)]
+        return float.__repr__(o)
+    if isinstance(o, dict):
+        return "{" + ",".join(K(k) + ":" + J(v) for k, v in o.items()) + "}"
+    if isinstance(o, (list, tuple)):
+        return "[" + ",".join(J(v) for v in o) + "]"
+    return J(repr(o))
+def K(k):
+    if isinstance(k, str):
+        return A(k)
+    if k is None or isinstance(k, (bool, int, float)):
+        return A(J(k))
+    return A(repr(k))
 def E(r):
-    import json
-    b = ("\n" + M + "\n" + json.dumps(r, default=repr) + "\n").encode()
+    b = ("\n" + M + "\n" + J(r) + "\n").encode()
     while b:
         b = b[os.write(R, b):]
 if sys.version_info < (3, 8):
     E({"failed": True, "changed": False, "msg": "python " + sys.version.split()[0] + " on host is too old; fleetops payloads need 3.8+"})
     sys.exit(0)
-import json, zlib, base64, importlib, linecache
+# marshal in (the line is code we execute anyway, so it is no less trusted than JSON would
+# be); binascii, not base64 (which imports re)
+import marshal, zlib, binascii, importlib
 from importlib.machinery import ModuleSpec
-D = json.loads(zlib.decompress(base64.b64decode(sys.stdin.buffer.readline())).decode("utf-8"))
+D = marshal.loads(zlib.decompress(binascii.a2b_base64(sys.stdin.buffer.readline())))
 S = D["modules"]
 P = ("fleetops", "fleetops.remote")
 # A duck-typed finder/loader: importlib.abc would pull in typing (~50 ms per call on a host).
@@ -60,14 +97,16 @@ class L(object):
     def exec_module(self, mod):
         src = S.get(mod.__name__, "")
         fn = "<fleetops:" + mod.__name__ + ">"
-        linecache.cache[fn] = (len(src), None, src.splitlines(True), fn)
         mod.__file__ = fn
         exec(compile(src, fn, "exec"), mod.__dict__)
 sys.meta_path.insert(0, L())
 try:
     r = importlib.import_module(D["entry"]).main(D["args"])
 except Exception:
-    import traceback
+    import linecache, traceback
+    for n in S:   # the sources, for the traceback's lines (only now: linecache costs start-up)
+        f = "<fleetops:" + n + ">"
+        linecache.cache[f] = (len(S[n]), None, S[n].splitlines(True), f)
     traceback.print_exc()
     sys.stderr.flush()
     sys.exit(1)
@@ -160,25 +199,28 @@ def build_command(marker: str, python: str | None = None) -> tuple[str, list[str
     """(POSIX sh command line, interpreters tried): find python, exec it with the bootstrap."""
     boot = BOOTSTRAP.replace("@MARKER@", repr(marker))
     # base64 keeps the -c argument one line of plain characters for any login shell
-    code = "import base64;exec(base64.b64decode('%s'))" % base64.b64encode(boot.encode()).decode()
+    code = "import binascii;exec(binascii.a2b_base64('%s'))" % base64.b64encode(boot.encode()).decode()
     qcode = shlex.quote(code)
     if python:
         words = shlex.split(python)
         first = shlex.quote(words[0])
         rest = "".join(" " + shlex.quote(w) for w in words[1:])
-        probe = (f"if command -v {first} >/dev/null 2>&1; then exec {first}{rest} -I -c {qcode}; fi; ")
+        probe = (f"if command -v {first} >/dev/null 2>&1; then exec {first}{rest} -I -S -c {qcode}; fi; ")
         tried = [python]
     else:
         cands = " ".join(shlex.quote(p) for p in DEFAULT_PYTHONS)
         probe = (f'for p in {cands}; do if command -v "$p" >/dev/null 2>&1; then '
-                 f'exec "$p" -I -c {qcode}; fi; done; ')
+                 f'exec "$p" -I -S -c {qcode}; fi; done; ')
         tried = list(DEFAULT_PYTHONS)
     return probe + f"echo {NO_PYTHON} >&2; exit 127", tried
 
 
 def encode_input(modules: dict, entry: str, args: dict) -> bytes:
-    doc = json.dumps({"modules": modules, "entry": entry, "args": args}, separators=(",", ":"))
-    return base64.b64encode(zlib.compress(doc.encode("utf-8"), 6)) + b"\n"
+    """The stdin line: marshal (format 4, read by every Python 3.4+) of plain JSON data. Through
+    JSON first, so the payload sees exactly what JSON would give it (lists, str keys, plain str
+    for templated strings) and anything JSON cannot carry fails here, on the controller."""
+    doc = json.loads(json.dumps({"modules": modules, "entry": entry, "args": args}))
+    return base64.b64encode(zlib.compress(marshal.dumps(doc, 4), 6)) + b"\n"
 
 
 def _tail(data: bytes, lines: int = TAIL_LINES, limit: int = 4000) -> str:

@@ -194,7 +194,43 @@ def test_facts_over_local_transport():
 def test_command_line_is_one_line_and_quoted():
     cmd, tried = payload_mod.build_command("--m--", python="'/opt/py thon/bin/python3' -X utf8")
     assert "\n" not in cmd
-    assert "exec '/opt/py thon/bin/python3' -X utf8 -I -c 'import base64;" in cmd
+    assert "exec '/opt/py thon/bin/python3' -X utf8 -I -S -c 'import binascii;" in cmd
     cmd, tried = payload_mod.build_command("--m--")
     assert tried == ["python3", "/usr/bin/python3", "/usr/libexec/platform-python"]
     assert "\n" not in cmd
+
+
+TRICKY = ("import sys\n"
+          "class O:\n"
+          "    def __repr__(self):\n"
+          "        return 'O<\\u2603>'\n"
+          "def main(args):\n"
+          "    if args.get('use_json'):\n"
+          "        import json\n"
+          "    r = {'changed': False, 'failed': False, 'msg': 'm\\n\"q\"\\\\ \\x00\\x1f \\u00e9 \\U0001f600 \\udcff',\n"
+          "         'nums': [0, -1, 2 ** 70, 1.5, -0.0, 1e-300, float('nan'), float('inf'), float('-inf')],\n"
+          "         'flags': [True, False, None], 'tup': (1, 'a'), 'nested': {'a': {'b': [[], {}]}},\n"
+          "         1: 'int key', 2.5: 'float key', False: 'bool key', None: 'none key',\n"
+          "         'obj': O(), 'json_loaded': 'json' in sys.modules, 'args': args}\n"
+          "    return r\n")
+
+
+@pytest.mark.parametrize("use_json", [False, True])
+def test_result_writer_without_json_matches_json_dumps(use_json):
+    """The bootstrap writes results without importing json (start-up time); what reaches the
+    controller must be exactly what json.dumps(default=repr) would have sent."""
+    import json
+    import math
+    r = run_modules(LocalTransport(), _mods(tricky=TRICKY), "fleetops.remote.tricky",
+                    {"use_json": use_json, "s": "\u2603", "l": [1, None]})
+    assert r["failed"] is False, r
+    assert r["json_loaded"] is use_json          # both writers really ran
+    assert r["msg"] == 'm\n"q"\\ \x00\x1f \u00e9 \U0001f600 \udcff'
+    nums = r["nums"]
+    assert nums[:6] == [0, -1, 2 ** 70, 1.5, -0.0, 1e-300] and math.isnan(nums[6])
+    assert nums[7:] == [float("inf"), float("-inf")]
+    assert (r["flags"], r["tup"], r["nested"]) == ([True, False, None], [1, "a"], {"a": {"b": [[], {}]}})
+    assert (r["1"], r["2.5"], r["false"], r["null"]) == ("int key", "float key", "bool key", "none key")
+    assert r["obj"] == "O<\u2603>"
+    assert r["args"] == {"use_json": use_json, "s": "\u2603", "l": [1, None]}
+    assert json.loads(json.dumps(r["args"])) == r["args"]
