@@ -1090,6 +1090,12 @@ def _audit_db(rec, db, entry, opts, tooling, now):
             rec["conditions"] = ["retired_wal"]
         _warnings(rec, opts, tooling)
         return
+    denied = hermes_paths.access_problem(db)
+    if denied:  # say so plainly, with owner and mode, instead of "cannot read"
+        rec["verdict"] = "unreadable"
+        rec["reasons"].append("permission denied: " + denied)
+        _warnings(rec, opts, tooling)
+        return
     header = read_header(db)
     rec["header"] = header
     if not header["valid"]:

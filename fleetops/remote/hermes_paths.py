@@ -6,6 +6,7 @@ It is reported as a fact and never followed. Stdlib only, Python 3.8+.
 """
 import os
 import re
+import stat
 
 PROFILE_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 DB_NAME = "state.db"
@@ -38,6 +39,49 @@ def profile_home(root, name):
     if name == DEFAULT_PROFILE:
         return root
     return os.path.join(root, "profiles", name)
+
+
+def _user(uid):
+    try:
+        import pwd
+        return pwd.getpwuid(uid).pw_name
+    except (KeyError, ImportError):
+        return str(uid)
+
+
+def access_problem(db, write=False):
+    """None, or one line saying why this user cannot read (write=True: nor write) state.db or a
+    sidecar: "/h/.hermes/state.db not readable by alice: owned by root (uid 0), mode 0600".
+
+    Why: SQLite reports such a file as "unable to open database file" deep inside a step, and
+    a repair would find out only after stopping Hermes; the owner and mode say what to fix.
+    os.access and a real open(2), since either alone can be wrong (ACLs, security modules).
+    Call it before this process opens the file with SQLite: closing any descriptor of a file
+    drops the process's POSIX locks on it.
+    """
+    me = _user(os.geteuid())
+    for suffix in ("", "-wal", "-shm"):
+        path = db + suffix
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        ok = os.access(path, os.R_OK | (os.W_OK if write else 0))
+        if ok and stat.S_ISREG(st.st_mode):
+            try:
+                os.close(os.open(path, (os.O_RDWR if write else os.O_RDONLY) | getattr(os, "O_NONBLOCK", 0)))
+            except PermissionError:
+                ok = False
+            except OSError:
+                pass  # not a permission problem (read-only filesystem, ...): the steps report it
+        readable = ok or os.access(path, os.R_OK)
+        if not ok and readable and os.statvfs(path).f_flag & os.ST_RDONLY:
+            continue  # a read-only filesystem, not a permission: the steps report it
+        if not ok:
+            return "%s not %s by %s: owned by %s (uid %d), mode %04o" % (
+                path, "writable" if readable else "readable", me, _user(st.st_uid), st.st_uid,
+                stat.S_IMODE(st.st_mode))
+    return None
 
 
 def read_active_profile(root):

@@ -171,13 +171,14 @@ def repair(loc, args):
         return {"changed": False, "failed": True, "skipped": False,
                 "msg": "no quarantine for profile %s: run hermes_quarantine first" % loc["profile"]}
     man = hermes_swap._load_manifest(qdir)
+    leftovers = fs.set_aside_incomplete(os.path.join(loc["fleetops"], "work"), "repair-report.json")
     work = os.path.join(loc["fleetops"], "work", os.path.basename(qdir))
     if os.path.exists(work):
         work = "%s.%s" % (work, fs.utc_ts())
     fs.makedirs_private(work)
     report = {"kind": "fleetops-repair", "version": 1, "profile": loc["profile"], "db": loc["db"],
               "quarantine_dir": qdir, "work_dir": work, "started_at": fs.iso(), "max_loss_rows": max_loss,
-              "source_files": man["files"]}
+              "source_files": man["files"], "leftovers": leftovers}
     image = copy_image(qdir, man, os.path.join(work, "image"))
     arec = audit_file(image, loc["profile"])
     report["audit"] = _audit_summary(arec)
@@ -263,10 +264,11 @@ def repair(loc, args):
     return {"changed": True, "failed": False, "skipped": False, "swap": True, "path": path, "verdict": verdict,
             "new_db": new_db, "new_sha256": report["new_sha256"], "expect_counts": report["expect_counts"],
             "loss_rows": loss, "report": report, "report_path": os.path.join(work, "repair-report.json"),
-            "msg": "%s was %s; %s built %s (healthy%s), ready to swap" % (
+            "leftovers": report["leftovers"],
+            "msg": "%s was %s; %s built %s (healthy%s), ready to swap%s" % (
                 loc["db"], verdict, path, new_db,
                 ", salvage %s: %s of %s rows" % (sv.get("verdict"), sv.get("saved_rows"), sv.get("identified_rows"))
-                if sv else "")}
+                if sv else "", "".join("; " + n for n in report["leftovers"]))}
 
 
 def _save_report(loc, work, report):
@@ -301,6 +303,7 @@ def main(args):
     lk, refused = fs.lock_or_refusal(loc, args, "hermes_repair")
     if refused:
         return refused
+    fs.exit_with_connection()
     try:
         return repair(loc, args)
     except Exception as exc:  # noqa: BLE001 - a payload answers

@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import sqlite3
+import stat
 import time
 
 from fleetops.remote import hermes_holders
@@ -236,6 +237,17 @@ def space_check(loc, factor, dest=None):
     return None, fo_free, needs[fo_dev][1]
 
 
+def permission_refusal(loc):
+    """None, or the refusal when this user cannot read and write the image: checked by the first
+    step that acts (the snapshot, before any writer is stopped), since every later step needs it."""
+    denied = hermes_paths.access_problem(loc["db"], write=True)
+    if not denied:
+        return None
+    return {"changed": False, "failed": True, "skipped": False, "refused": True, "reason": "permission",
+            "msg": "permission denied: %s -- fix its ownership/permissions, then re-run; nothing was "
+                   "stopped or changed" % denied}
+
+
 def quick_check(conn, limit=QUICK_CHECK_MAX):
     """{"ok": bool, "errors": n, "first": [...]} from PRAGMA quick_check(N); an exception counts as damage."""
     try:
@@ -257,6 +269,72 @@ def lock_or_refusal(loc, args, what):
         return None, {"changed": False, "failed": True, "skipped": False, "refused": True,
                       "msg": str(exc), "lock_holder": exc.holder}
     return lk, None
+
+
+_watching = []
+
+
+def exit_with_connection(interval=0.5):
+    """Exit this payload at once when the connection that started it is gone.
+
+    Why: sshd runs payloads without a terminal, so a dropped connection (or a SIGKILLed
+    controller) sends them no SIGHUP. An orphaned snapshot or salvage would keep writing a
+    result nobody collects and hold the host lock, refusing the next run, for minutes. What
+    those steps write is scratch (a new snapshot or work directory, which the next run sets
+    aside), so stopping mid-write loses nothing; the kernel drops the lock with the process.
+    Gone means: stderr (the channel's pipe) lost its reader, or the parent (sshd's session
+    process) died. Armed only when stderr is a pipe or socket, once per process.
+    """
+    import select  # here, not at the top: most payloads never arm it
+    import threading
+    try:
+        mode = os.fstat(2).st_mode
+        poller = select.poll()
+    except (OSError, AttributeError):
+        return False
+    if _watching or not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+        return bool(_watching)
+    parent = os.getppid()
+    poller.register(2, 0)  # no events asked: poll reports only POLLERR / POLLHUP
+
+    def watch():
+        while True:
+            if poller.poll(interval * 1000) or os.getppid() != parent:
+                os._exit(75)
+
+    t = threading.Thread(target=watch, name="exit-with-connection")
+    t.daemon = True
+    t.start()
+    _watching.append(t)
+    return True
+
+
+def set_aside_incomplete(parent, marker):
+    """Rename each directory in `parent` that lacks its `marker` file to NAME.incomplete; notes.
+
+    Why: a snapshot or repair cut off mid-write (connection dropped, payload killed) leaves a
+    directory without its manifest or report. Renamed, nobody takes it for a good one; nothing
+    in it is deleted. Call with the host lock held: then no live payload is writing there.
+    """
+    notes = []
+    try:
+        names = sorted(os.listdir(parent))
+    except OSError:
+        return notes
+    for name in names:
+        d = os.path.join(parent, name)
+        if ".incomplete" in name or os.path.islink(d) or not os.path.isdir(d) \
+                or os.path.exists(os.path.join(d, marker)):
+            continue
+        dst = d + ".incomplete"
+        if os.path.lexists(dst):
+            dst = "%s.incomplete-%s" % (d, utc_ts())
+        os.rename(d, dst)
+        notes.append("set aside %s as %s (no %s: an earlier run was cut off there; never used)"
+                     % (d, os.path.basename(dst), marker))
+    if notes:
+        fsync_dir(parent)
+    return notes
 
 
 # ---------------------------------------------------------------- the snapshot
@@ -330,6 +408,9 @@ def main(args):
     if not os.path.isfile(loc["db"]):
         return {"changed": False, "failed": True, "skipped": False, "db": loc["db"],
                 "msg": "no state.db at %s: nothing to snapshot" % loc["db"]}
+    refusal = permission_refusal(loc)
+    if refusal:
+        return refusal
     factor = num(args.get("min_free_factor"), DEFAULT_MIN_FREE_FACTOR)
     refusal, free, need = space_check(loc, factor, args.get("dest"))
     if refusal:
@@ -344,17 +425,23 @@ def main(args):
     lk, refused = lock_or_refusal(loc, args, "hermes_snapshot")
     if refused:
         return refused
+    exit_with_connection()
     try:
+        leftovers = [] if args.get("dest") else set_aside_incomplete(
+            os.path.join(loc["fleetops"], "snapshots"), "manifest.json")
         d, man = snapshot(loc, args.get("dest"), args.get("label"))
     except (sqlite3.Error, OSError) as exc:
         return {"changed": True, "failed": True, "skipped": False,
-                "msg": "snapshot of %s failed: %s: %s (a partial snapshot directory may remain; "
-                       "the quarantine step still copies the raw image once writers are stopped)"
+                "msg": "snapshot of %s failed: %s: %s (the next snapshot sets the partial directory aside "
+                       "as *.incomplete; the quarantine step still copies the raw image once writers "
+                       "are stopped)"
                        % (loc["db"], type(exc).__name__, exc)}
     finally:
         lk.release()
     msg = "snapshot %s: %d pages, sha256 %s, quick_check %s" % (
         d, man["page_count"], man["files"]["state.db"]["sha256"][:12],
         "ok" if man["quick_check"]["ok"] else "%s errors" % man["quick_check"]["errors"])
+    if leftovers:
+        msg += "; " + "; ".join(leftovers)
     return {"changed": True, "failed": False, "skipped": False, "msg": msg, "snapshot_dir": d,
-            "manifest": man, "free_bytes": free, "needed_bytes": need}
+            "manifest": man, "free_bytes": free, "needed_bytes": need, "leftovers": leftovers}

@@ -19,6 +19,7 @@ import sqlite3
 import time
 
 from fleetops.remote import hermes_holders
+from fleetops.remote import hermes_paths
 from fleetops.remote import hermes_snapshot as fs
 
 SIDECARS = fs.SIDECARS
@@ -197,6 +198,9 @@ def quarantine(loc, force=False):
     no_holders(loc, force)
     if not os.path.isfile(loc["db"]):
         raise SwapError("no state.db at %s: nothing to quarantine" % loc["db"])
+    denied = hermes_paths.access_problem(loc["db"])
+    if denied:
+        raise SwapError("permission denied: %s -- fix its ownership/permissions, then re-run" % denied)
     base = os.path.join(loc["fleetops"], "quarantine")
     fs.makedirs_private(base)
     qdir = os.path.join(base, fs.stamp_dir_name(loc["profile"]))
