@@ -6,6 +6,7 @@ ProxyJump); inventory variables override it, as Ansible's -o options do.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 import paramiko
@@ -13,6 +14,20 @@ import paramiko
 from fleetops.errors import BadInput
 
 DEFAULT_PATH = "~/.ssh/config"
+_MATCH_EXEC = re.compile(r"(?im)^\s*match\b.*\bexec\b")
+
+
+def _load_invoke() -> None:
+    """paramiko runs `Match exec` through invoke, which engine/__init__ kept out of its import."""
+    import paramiko.config as pconfig
+    if getattr(pconfig, "invoke", None) is not None:
+        return
+    try:
+        import invoke
+    except ImportError as e:
+        pconfig.invoke_import_error = e    # paramiko raises it if a Match exec is evaluated
+        return
+    pconfig.invoke, pconfig.invoke_import_error = invoke, None
 
 
 @dataclass
@@ -37,6 +52,8 @@ def load_ssh_config(path: str | None = None) -> paramiko.SSHConfig:
     except (OSError, UnicodeDecodeError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         raise BadInput(f"cannot read ssh config: {reason}", where=path) from None
+    if _MATCH_EXEC.search(text):
+        _load_invoke()
     try:
         return paramiko.SSHConfig.from_text(text)
     except Exception as e:  # paramiko raises ConfigParseError and friends

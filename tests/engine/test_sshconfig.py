@@ -125,3 +125,25 @@ def test_default_path_is_home_ssh_config(tmp_path, monkeypatch):
     inv = inventory(tmp_path, "all:\n  hosts:\n    eu1:\n")
     p = inv.connection_params("eu1")
     assert (p.address, p.user, p.port) == ("10.20.0.99", "fromhome", 22)
+
+
+def test_match_exec_still_works_though_invoke_is_kept_out_of_paramikos_import(tmp_path):
+    """engine/__init__ stops paramiko importing invoke (start-up time); a config that uses
+    `Match exec` loads it on demand, or says plainly that it is missing."""
+    import importlib.util
+    import subprocess
+    import sys
+    cfg = tmp_path / "config"
+    cfg.write_text('Host a\n  HostName b\nMatch exec "true"\n  User zz\n')
+    code = ("import sys; import fleetops.engine.sshconfig as sc; "
+            "assert 'invoke' not in sys.modules or sys.modules['invoke'] is not None; "
+            "before = 'invoke' in sys.modules; "
+            f"print(before, sc.lookup('a', {str(cfg)!r}).user)")
+    if importlib.util.find_spec("invoke") is None:
+        with pytest.raises(BadInput, match="invoke"):
+            sshconfig.lookup("a", str(cfg))
+        return
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=root, env=dict(os.environ, PYTHONPATH=root)).stdout
+    assert out.split() == ["False", "zz"]     # not imported up front, used when needed
