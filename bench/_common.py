@@ -43,6 +43,18 @@ def timed(cmd: list, env: dict | None = None, cwd: str | None = None) -> tuple:
     return time.perf_counter() - t0, p.returncode, p.stdout, p.stderr
 
 
+def fleetops_env() -> dict:
+    """The environment fleetops is timed in: this source tree, bytecode compiled once as an
+    installed package has it (pip compiles at install, and the alternatives' venv was
+    installed so). Some machines set PYTHONDONTWRITEBYTECODE, which would make every timed
+    run recompile fleetops from source while ansible-core and pyinfra load their .pyc files."""
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.join(ROOT, "fleetops")],
+                   env=env, check=True)
+    return env
+
+
 def median(xs):
     return statistics.median(xs) if xs else float("nan")
 

@@ -21,7 +21,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import ROOT, ansible_env, ensure_bench_venv, lab as make_lab, median, timed  # noqa: E402
+from _common import ROOT, ansible_env, ensure_bench_venv, fleetops_env, lab as make_lab, median, timed  # noqa: E402
 from fleet_overhead import write_alternative_inventories  # noqa: E402
 
 sys.path.insert(0, ROOT)
@@ -78,10 +78,11 @@ def main() -> int:
               "--results", os.path.join(work, "runs")]
     an_cmd = [os.path.join(venv, "bin", "ansible"), "all", "-i", ini, "-m", "script",
               "-a", f"{probe} executable=python3", "-f", forks, "-o"]
+    fo_env = fleetops_env()
     times = {"fleetops": [], "ansible-core": []}
     try:
         for rep in range(opts.repeats):
-            t, rc, out, err = timed(fo_cmd, env=dict(os.environ, PYTHONPATH=ROOT), cwd=work)
+            t, rc, out, err = timed(fo_cmd, env=fo_env, cwd=work)
             healthy = rc == 0
             if healthy:
                 audit_seconds += [r.get("payload_seconds", 0) for r in json.loads(out)["hosts"].values()]

@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import ROOT, ansible_env, ensure_bench_venv, lab as make_lab, median, timed  # noqa: E402
+from _common import ROOT, ansible_env, ensure_bench_venv, fleetops_env, lab as make_lab, median, timed  # noqa: E402
 
 PY_CMD = "import sqlite3; print(sqlite3.sqlite_version)"
 
@@ -63,10 +63,11 @@ def main() -> int:
                    "-a", f"python3 -c '{PY_CMD}'", "-f", forks, "-o"]
     pyinfra_cmd = [os.path.join(venv, "bin", "pyinfra"), pyi, "exec", "--parallel", forks, "-y", "--",
                    "python3", "-c", f"'{PY_CMD}'"]
+    fo_env = fleetops_env()
     times = {"fleetops": [], "ansible-core": [], "pyinfra": []}
     try:
         for rep in range(opts.repeats):
-            t, rc, out, err = timed(fleetops_cmd, env=dict(os.environ, PYTHONPATH=ROOT), cwd=work)
+            t, rc, out, err = timed(fleetops_cmd, env=fo_env, cwd=work)
             ok = rc == 0 and json.loads(out)["status"] == "ok"
             times["fleetops"].append(t) if ok else print(f"fleetops failed (rc {rc}): {err[-500:]}")
             env = ansible_env(lab, work)
