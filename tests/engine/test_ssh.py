@@ -64,6 +64,13 @@ def test_each_host_runs_as_its_own_user(lab):
         assert r.stdout.decode().splitlines() == [h["user"], h["home"], "1"]
 
 
+def test_connection_prefers_aead_and_disables_nagle(conn):
+    """AES-GCM as OpenSSH orders it (no per-packet Python HMAC check on the controller), and
+    TCP_NODELAY (a payload's stdin line and its EOF are not held ~40 ms by Nagle)."""
+    assert conn._t.remote_cipher == conn._t.local_cipher == "aes128-gcm@openssh.com"
+    assert conn._t.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+
+
 def test_stdin_binary_roundtrip(conn):
     big = os.urandom(3 * 1024 * 1024) + bytes(range(256))   # > 1 MiB: fed from a thread
     r = conn.run("cat", stdin=big)
