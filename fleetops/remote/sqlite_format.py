@@ -477,7 +477,21 @@ class SQLiteFile(object):
             w.pages[pgno] = page.type
             if page.is_leaf:
                 w.leaves.append(pgno)
-                for i in range(page.ncells):
+                data = self.page(pgno)
+                U = self.usable_size
+                # the most a payload can be and still stay wholly on the page
+                X = U - 35 if page.type == TABLE_LEAF else ((U - 12) * 64 // 255) - 23
+                for i, off in enumerate(page.cell_pointers):
+                    # fast path: a payload size (first varint) of at most X means no
+                    # overflow chain, whatever else the cell holds; read_cell would give
+                    # no overflow page for it either (or an error, also skipped)
+                    b0 = data[off]
+                    if b0 < 0x80:
+                        if b0 <= X:
+                            continue
+                    elif off + 1 < U and data[off + 1] < 0x80:
+                        if ((b0 & 0x7F) << 7) | data[off + 1] <= X:
+                            continue
                     try:
                         c = self.read_cell(page, i, follow_overflow=False)
                     except FormatError:

@@ -123,6 +123,26 @@ def test_local_payload_formula_against_dbstat(tmp_path):
         assert len(w.overflow) == n_over > 0
 
 
+def test_index_overflow_pages_against_dbstat(tmp_path):
+    """The same for an index b-tree (its own local-size rule), leaf and interior pages: every
+    overflow page reached, none invented (the walk skips cells that cannot overflow)."""
+    path = str(tmp_path / "i.db")
+    c = sqlite3.connect(path)
+    c.execute("PRAGMA page_size=1024")
+    c.execute("CREATE TABLE t(v)")
+    c.execute("CREATE INDEX i ON t(v)")
+    c.executemany("INSERT INTO t VALUES (?)", [(bytes([n % 251]) * n,) for n in range(1, 3000, 7)])
+    c.commit()
+    n_over = c.execute("SELECT count(*) FROM dbstat WHERE name='i' AND pagetype='overflow'"
+                       ).fetchone()[0]
+    root = c.execute("SELECT rootpage FROM sqlite_master WHERE name='i'").fetchone()[0]
+    c.close()
+    with sf.SQLiteFile(path) as f:
+        w = f.walk_btree(root)
+        assert len(w.overflow) == n_over > 0
+        assert not w.bad_pages and not w.bad_cells
+
+
 def test_reserved_bytes(tmp_path):
     """A file with reserved bytes per page (as encryption/checksum VFSes leave) still decodes."""
     path = str(tmp_path / "res.db")
