@@ -113,6 +113,30 @@ def process_info(pid, proc="/proc"):
     }
 
 
+def _peek(pid, proc, user_names):
+    """(uid, argv) of a process whose fds we may not read, or None for a kernel thread, a
+    zombie or one that is gone. Most of a host's processes are other users' and land here,
+    so it reads one file, and stat only when argv is empty (kernel threads and zombies have
+    none; a live process that cleared its argv is still counted)."""
+    base = os.path.join(proc, str(pid))
+    try:
+        uid = os.stat(base).st_uid
+        with open(os.path.join(base, "cmdline"), "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    if uid not in user_names:
+        user_names[uid] = _user(uid)
+    argv = [a.decode("utf-8", "replace") for a in raw.split(b"\0")]
+    while argv and argv[-1] == "":
+        argv.pop()
+    if not argv:
+        info = process_info(pid, proc)
+        if info is None or info["state"] == "Z" or info["flags"] & _PF_KTHREAD:
+            return None
+    return uid, argv
+
+
 def alive(pid, proc="/proc"):
     """True while /proc/PID exists and is not a zombie."""
     info = process_info(pid, proc)
@@ -171,6 +195,7 @@ def scan(db_path, proc="/proc", exclude_pids=None):
         out["status"] = "unknown"
         out["reason"] = "%s is mounted with hidepid: other users' processes are invisible" % proc
     users = set()
+    user_names = {}
     for pid in sorted(pids):
         if pid in exclude:
             continue
@@ -180,16 +205,19 @@ def scan(db_path, proc="/proc", exclude_pids=None):
         except FileNotFoundError:
             continue  # exited meanwhile
         except OSError:
-            info = process_info(pid, proc)
-            if info is None or info["state"] == "Z" or info["flags"] & _PF_KTHREAD:
+            seen = _peek(pid, proc, user_names)
+            if seen is None:
                 continue  # gone, a zombie or a kernel thread: no files open
+            uid, cmdline = seen
             out["uninspectable"]["count"] += 1
-            users.add(info["user"])
-            kind = classify(info["cmdline"])
+            users.add(user_names[uid])
+            kind = classify(cmdline)
             if kind != "unknown":
-                info["kind"] = kind
-                out["uninspectable"]["possible"].append(
-                    {k: info[k] for k in ("pid", "ppid", "user", "uid", "kind", "cmdline")})
+                info = process_info(pid, proc)
+                if info is not None:
+                    info["kind"] = kind
+                    out["uninspectable"]["possible"].append(
+                        {k: info[k] for k in ("pid", "ppid", "user", "uid", "kind", "cmdline")})
             continue
         counts = {}
         retired = []

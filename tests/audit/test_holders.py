@@ -146,3 +146,40 @@ def test_holders_unknown_when_processes_cannot_be_inspected(tmp_path):
     assert res["status"] == "unknown"
     assert res["uninspectable"]["count"] > 0 and "root" in res["uninspectable"]["users"]
     assert hermes_holders.summary(res).startswith("holders unknown")
+
+
+def _fake_proc(root, pid, cmdline, state="S", flags=0, fds=None):
+    d = root / str(pid)
+    d.mkdir()
+    (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in cmdline) + (b"\0" if cmdline else b""))
+    fields = [state, "1"] + ["0"] * 4 + [str(flags)] + ["0"] * 12 + ["4242"]
+    (d / "stat").write_text(f"{pid} (x y) " + " ".join(fields) + "\n")
+    if fds is None:
+        (d / "fd").write_text("")  # not a directory: listdir fails like an unreadable fd table
+    else:
+        (d / "fd").mkdir()
+        for n, target in enumerate(fds):
+            os.symlink(target, d / "fd" / str(n))
+
+
+def test_uninspectable_processes_counted_and_hermes_ones_named(tmp_path):
+    """Fake process table: kernel threads and zombies are skipped, every other unreadable process
+    is counted (an empty argv too), and those that look like Hermes are listed as possible."""
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    db = tmp_path / "state.db"
+    sqlite3.connect(db).close()
+    _fake_proc(proc, 2, [], flags=hermes_holders._PF_KTHREAD)
+    _fake_proc(proc, 3, [], state="Z")
+    _fake_proc(proc, 4, ["/opt/venv/bin/hermes", "gateway", "run"])
+    _fake_proc(proc, 5, ["bash"])
+    _fake_proc(proc, 6, [])
+    _fake_proc(proc, 7, ["python3", "-m", "hermes_cli.main", "chat"], fds=[str(db), "/dev/null"])
+    res = hermes_holders.scan(str(db), proc=str(proc))
+    assert res["status"] == "unknown"
+    assert res["uninspectable"]["count"] == 3  # 4, 5 and 6
+    assert res["uninspectable"]["users"] == [hermes_holders._user(os.getuid())]
+    possible = res["uninspectable"]["possible"]
+    assert [(p["pid"], p["kind"], p["ppid"]) for p in possible] == [(4, "gateway", 1)]
+    assert [(h["pid"], h["kind"], h["fds"]) for h in res["holders"]] == [(7, "tui", {"db": 1})]
+    assert "3 process(es)" in res["reason"]
