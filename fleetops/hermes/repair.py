@@ -181,6 +181,18 @@ class HermesRepair(_Step):
         return res
 
 
+TEST_HOOK_ENV = "FLEETOPS_TEST_SWAP_FAIL_AFTER_STEP"
+
+
+def _test_hook(pargs):
+    """Tests only: the swap/rollback payload dies after N renames, to prove the journal recovers.
+    Read from the controller's environment, never from playbook or -e variables, so no
+    inventory or command line can break a production swap on purpose."""
+    value = os.environ.get(TEST_HOOK_ENV, "")
+    if value:
+        pargs["_fail_after_step"] = int(value)
+
+
 class HermesSwap(_Step):
     """action swap: move the quarantined original aside and the verified new file in (journalled);
     action recover: finish or undo an interrupted swap, and say whether writers are still
@@ -191,14 +203,12 @@ class HermesSwap(_Step):
     action = "swap"
     args = _args(action=Arg(str, default="swap", choices=("swap", "recover")), new_db=Arg(str, default=None),
                  expect_sha256=Arg(str, default=None), quarantine_dir=Arg(str, default=None),
-                 prefer=Arg(str, default=None, choices=("finish", "rollback")), force=Arg(BOOL, default=None),
-                 fail_after_step=Arg((int, str), default=None))
+                 prefer=Arg(str, default=None, choices=("finish", "rollback")), force=Arg(BOOL, default=None))
 
     def run(self, ctx, args):
         pargs = self.pargs(ctx, args)
-        fail_after = pargs.pop("fail_after_step", None)
-        if fail_after not in (None, "") and args.get("action", "swap") == "swap":
-            pargs["_fail_after_step"] = int(fail_after)  # test hook: the payload dies between renames
+        if args.get("action", "swap") == "swap":
+            _test_hook(pargs)
         res = self.call(ctx, args, pargs)
         if args.get("action") == "recover":
             w = self.call(ctx, args, {"action": "start", "profile": pargs.get("profile") or "default",
@@ -242,14 +252,11 @@ class HermesRollback(_Step):
     name = "hermes_rollback"
     payload_name = "hermes_swap"
     action = "rollback"
-    args = _args(quarantine_dir=Arg(str, default=None), force=Arg(BOOL, default=None),
-                 fail_after_step=Arg((int, str), default=None))
+    args = _args(quarantine_dir=Arg(str, default=None), force=Arg(BOOL, default=None))
 
     def run(self, ctx, args):
         pargs = self.pargs(ctx, args)
-        fail_after = pargs.pop("fail_after_step", None)
-        if fail_after not in (None, ""):
-            pargs["_fail_after_step"] = int(fail_after)
+        _test_hook(pargs)
         res = self.call(ctx, args, pargs)
         _save(ctx, args.get("profile"), "rollback.json", res.get("rollback"))
         return res

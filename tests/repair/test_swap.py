@@ -238,3 +238,27 @@ def test_check_mode_changes_nothing(wal_home, tmp_path):
     r = hermes_swap.main(args_for(wal_home, new_db=str(new), quarantine_dir=qdir, _check=True))
     assert not r["failed"] and "would move" in r["msg"], r["msg"]
     assert image_shas(db) == before and new.exists()
+
+
+def test_swap_failure_hook_is_not_reachable_from_playbooks(tmp_path, monkeypatch):
+    """The kill-between-renames hook is for tests: no playbook argument or -e variable reaches
+    it; only the controller's environment does."""
+    from fleetops.engine.playbook import load_playbook
+    from fleetops.errors import BadInput
+    from fleetops.hermes import repair
+    from fleetops.modules.registry import get_modules
+
+    book = tmp_path / "p.yml"
+    for module in ("hermes_swap", "hermes_rollback"):
+        book.write_text(f"- hosts: all\n  tasks:\n    - {module}: {{fail_after_step: 1}}\n")
+        with pytest.raises(BadInput, match=f"unknown argument 'fail_after_step' for module '{module}'"):
+            load_playbook(str(book), get_modules())
+    repo = Path(__file__).resolve().parents[2]
+    assert "fail_after" not in (repo / "playbooks" / "repair.yml").read_text()
+    monkeypatch.delenv(repair.TEST_HOOK_ENV, raising=False)
+    pargs = {}
+    repair._test_hook(pargs)
+    assert pargs == {}
+    monkeypatch.setenv(repair.TEST_HOOK_ENV, "2")
+    repair._test_hook(pargs)
+    assert pargs == {"_fail_after_step": 2}

@@ -48,15 +48,17 @@ def seeder(lab, hermes_venv, tmp_path):
     s.stop_all()
 
 
-def run_cli(lab, results, *args, playbook="playbooks/repair.yml", hermes_bin=None, timeout=900, popen=False):
+def run_cli(lab, results, *args, playbook="playbooks/repair.yml", hermes_bin=None, timeout=900, popen=False,
+            env=None):
     cmd = [sys.executable, "-m", "fleetops", "run", str(REPO / playbook), "-i", lab.inventory_path,
            "--results", str(results), "--json", *FAST, *args]
     if hermes_bin:
         cmd += ["-e", f"hermes_bin={hermes_bin}"]
     if popen:
         return subprocess.Popen(cmd, cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)
-    p = subprocess.run(cmd, cwd=str(REPO), capture_output=True, text=True, timeout=timeout)
+                                start_new_session=True, env=dict(os.environ, **(env or {})))
+    p = subprocess.run(cmd, cwd=str(REPO), capture_output=True, text=True, timeout=timeout,
+                       env=dict(os.environ, **(env or {})))
     doc = json.loads(p.stdout) if p.stdout.strip() else None
     assert doc is not None, p.stderr[-3000:]
     return p.returncode, doc

@@ -212,8 +212,8 @@ def test_controller_killed_mid_swap_then_rerun_finishes(lab, seeder, std_src, tm
     h = seeder.host(name)
     journal = Path(h["hermes"]) / "fleetops" / "state" / "swap-journal.json"
     results = tmp_path / "runs"
-    ctl = run_cli(lab, results, "-l", name, "-e", "hermes_swap_fail_after_step=1", hermes_bin=seeder.hermes,
-                  popen=True)
+    ctl = run_cli(lab, results, "-l", name, hermes_bin=seeder.hermes, popen=True,
+                  env={"FLEETOPS_TEST_SWAP_FAIL_AFTER_STEP": "1"})
     try:
         end = time.monotonic() + 600
         while True:
