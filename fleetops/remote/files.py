@@ -15,6 +15,8 @@ import stat
 import tempfile
 import time
 
+from fleetops.remote.durable import fsync_dir
+
 try:  # not on every platform, and not needed when no owner/group is asked for
     import grp
     import pwd
@@ -121,19 +123,6 @@ def _apply_attrs(path, mode, uid, gid):
         os.chmod(path, mode)
 
 
-def _fsync_dir(path):
-    try:
-        fd = os.open(path or ".", os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some filesystems refuse fsync on a directory; the rename is still done
-    finally:
-        os.close(fd)
-
-
 def atomic_write(dest, content, mode, uid, gid):
     """Write to a temp file beside `dest`, set attributes, fsync, rename over, fsync the dir."""
     directory = os.path.dirname(dest) or "."
@@ -153,7 +142,7 @@ def atomic_write(dest, content, mode, uid, gid):
         except OSError:
             pass
         raise
-    _fsync_dir(directory)
+    fsync_dir(directory)
 
 
 def _as_text(data):
@@ -336,7 +325,7 @@ def file_state(args, check, want_diff):
                         os.rmdir(path)
                 else:
                     os.unlink(path)
-                _fsync_dir(os.path.dirname(path))
+                fsync_dir(os.path.dirname(path))
     elif want == "directory":
         if have == "absent":
             changed = True

@@ -22,6 +22,7 @@ import time
 from fleetops.remote import hermes_holders
 from fleetops.remote import hermes_paths
 from fleetops.remote import hostlock
+from fleetops.remote.durable import fsync_dir, fsync_file  # noqa: F401 (hermes_swap uses them from here)
 
 SIDECARS = ("", "-wal", "-shm")
 DEFAULT_MIN_FREE_FACTOR = 3.0   # snapshot + quarantine copy + repaired file, each up to the image size
@@ -113,27 +114,6 @@ def makedirs_private(path):
         os.chmod(d, 0o700)
         fsync_dir(os.path.dirname(d))
     return path
-
-
-def fsync_dir(path):
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def fsync_file(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_json(path, data):

@@ -31,6 +31,7 @@ import time
 import urllib.parse
 
 from fleetops.remote import sqlite_format as sf
+from fleetops.remote.durable import fsync_dir, fsync_file
 
 BATCH = 500
 # FTS build (fts=rebuild). "scratch": after the rows are final, each FTS table is filled by
@@ -1876,7 +1877,9 @@ class Salvage(object):
                     self.notes.append("output WAL not empty after checkpoint")
                 else:
                     os.unlink(self.tmp_out + suffix)
+        fsync_file(self.tmp_out)
         os.rename(self.tmp_out, self.output)
+        fsync_dir(os.path.dirname(os.path.abspath(self.output)))
         r["output_sha256"] = sf.sha256_file(self.output)
         r["output_size"] = os.path.getsize(self.output)
 
@@ -1926,7 +1929,10 @@ class Salvage(object):
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
             json.dump(self.report, fh, indent=2, sort_keys=True, default=_json_default)
+            fh.flush()
+            os.fsync(fh.fileno())
         os.rename(tmp, self.report_path)
+        fsync_dir(os.path.dirname(os.path.abspath(self.report_path)))
 
 
 def _json_default(o):

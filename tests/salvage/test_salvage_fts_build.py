@@ -16,6 +16,7 @@ Proved here, on real Hermes 0.19.0 databases:
   identical (then byte-identical to a build from the output), dropped when they differ, and
   redone from the output when it fails.
 """
+import os
 import sqlite3
 
 import pytest
@@ -327,3 +328,25 @@ def test_speculative_build_that_fails_is_rebuilt_from_the_output(small_hermes, t
     assert any("speculative build from the image failed" in n for n in rep["notes"])
     assert all(f["created"] and f["integrity_check"] == "ok" for f in rep["fts"].values())
     assert_index_is_the_triggers(out, tmp_path)
+
+
+def test_output_and_report_renames_are_made_durable(small_hermes, tmp_path, monkeypatch):
+    """The output and its report are fsynced before their rename, and their directory after it:
+    a power cut must not leave the new name pointing at nothing (or at half a file)."""
+    events = []
+    real_rename = engine.os.rename
+
+    def rename(src, dst):
+        events.append(("rename", os.path.basename(dst)))
+        real_rename(src, dst)
+
+    monkeypatch.setattr(engine.os, "rename", rename)
+    monkeypatch.setattr(engine, "fsync_file", lambda p: events.append(("fsync_file", os.path.basename(p))))
+    monkeypatch.setattr(engine, "fsync_dir", lambda p: events.append(("fsync_dir", p)))
+    report = str(tmp_path / "report.json")
+    rep, out = _salvage(small_hermes, tmp_path, report_path=report)
+    assert rep["verdict"] == "complete"
+    i = events.index(("rename", "out.db"))
+    assert events[i - 1][0] == "fsync_file" and events[i + 1] == ("fsync_dir", str(tmp_path))
+    j = events.index(("rename", "report.json"))
+    assert events[j + 1] == ("fsync_dir", str(tmp_path))

@@ -1,0 +1,30 @@
+"""fsync helpers for host-side writes: a rename is durable only once its directory is synced.
+
+Stdlib only, Python 3.8+. (hermes_backup.py keeps its own copy: it is installed on hosts
+as a standalone script for the backup units and imports nothing from fleetops.)
+"""
+import os
+
+
+def fsync_dir(path):
+    """fsync a directory after a rename or create in it; best effort: some filesystems refuse
+    fsync on a directory, and the rename has happened either way."""
+    try:
+        fd = os.open(path or ".", os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def fsync_file(path):
+    """fsync a file's data by path; errors propagate (the caller must not go on as if it were on disk)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
