@@ -203,6 +203,9 @@ def quarantine(loc, force=False):
         raise SwapError("permission denied: %s -- fix its ownership/permissions, then re-run" % denied)
     base = os.path.join(loc["fleetops"], "quarantine")
     fs.makedirs_private(base)
+    # a quarantine cut off before its manifest (connection dropped, payload killed) was never
+    # pointed at; renamed *.incomplete, nobody takes it for a copy of the original
+    leftovers = fs.set_aside_incomplete(base, os.path.basename(_manifest_path(base)))
     qdir = os.path.join(base, fs.stamp_dir_name(loc["profile"]))
     os.mkdir(qdir, 0o700)
     cdir = os.path.join(qdir, "copy")
@@ -223,7 +226,8 @@ def quarantine(loc, force=False):
                        "gid": after["gid"], "mtime": after["mtime"]}
     fs.fsync_dir(cdir)
     man = {"kind": "fleetops-quarantine", "version": 1, "profile": loc["profile"], "db": loc["db"],
-           "created_at": fs.iso(), "copy_dir": cdir, "files": files, "swaps": [], "rollbacks": []}
+           "created_at": fs.iso(), "copy_dir": cdir, "files": files, "swaps": [], "rollbacks": [],
+           "set_aside": leftovers}
     fs.write_json(_manifest_path(qdir), man)
     fs.makedirs_private(os.path.dirname(pointer_path(loc)))
     fs.write_json(pointer_path(loc), {"quarantine_dir": qdir, "profile": loc["profile"], "at": man["created_at"]})
@@ -469,8 +473,9 @@ def main(args):
             return _result(True, rec_msg or "no interrupted swap pending", changed=bool(recovered), **extra)
         if action == "quarantine":
             qdir, man = quarantine(loc, force)
-            return _result(True, "%squarantined %s into %s (%s)" % (rec_msg, loc["db"], qdir, ", ".join(
-                "%s %s" % (n, f["sha256"][:12]) for n, f in sorted(man["files"].items()))), changed=True,
+            return _result(True, "%squarantined %s into %s (%s)%s" % (rec_msg, loc["db"], qdir, ", ".join(
+                "%s %s" % (n, f["sha256"][:12]) for n, f in sorted(man["files"].items())),
+                "".join("; " + n for n in man["set_aside"])), changed=True,
                 quarantine_dir=qdir, manifest=man, **extra)
         qdir = args.get("quarantine_dir") or latest_quarantine(loc)
         if not qdir:

@@ -262,3 +262,21 @@ def test_swap_failure_hook_is_not_reachable_from_playbooks(tmp_path, monkeypatch
     monkeypatch.setenv(repair.TEST_HOOK_ENV, "2")
     repair._test_hook(pargs)
     assert pargs == {"_fail_after_step": 2}
+
+
+def test_cut_off_quarantine_is_set_aside_by_the_next(wal_home):
+    """A quarantine dir with no manifest (the copy was cut off) is renamed *.incomplete, with its
+    files kept, by the next quarantine; complete ones and the pointer are left alone."""
+    qdir1, _ = quarantine(wal_home)
+    base = Path(qdir1).parent
+    cut = base / "default-20260101T000000Z"
+    (cut / "copy").mkdir(parents=True, mode=0o700)
+    (cut / "copy" / "state.db").write_bytes(b"half a copy")
+    r = hermes_swap.main(args_for(wal_home, action="quarantine"))
+    assert not r["failed"], r["msg"]
+    assert not cut.exists()
+    kept = base / "default-20260101T000000Z.incomplete"
+    assert (kept / "copy" / "state.db").read_bytes() == b"half a copy"
+    assert Path(qdir1).is_dir() and (Path(qdir1) / "manifest.json").exists()
+    assert r["manifest"]["set_aside"] and "default-20260101T000000Z.incomplete" in r["msg"]
+    assert hermes_swap.latest_quarantine(hermes_swap.fs.locate(args_for(wal_home))) == r["quarantine_dir"]
