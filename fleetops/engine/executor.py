@@ -295,6 +295,9 @@ class _Run:
             return True
 
         reason = None
+        if play.limit_templates and not play.limits_resolved:  # never cut batches from an unrendered template
+            raise BadInput("templated serial/max_fail_percentage was not resolved (validate() the playbook first)",
+                           where=play.where)
         batches = split_batches(hosts, play.serial)
         for bindex, batch in enumerate(batches):
             if self._stopped():

@@ -106,6 +106,10 @@ class Play:
     vars_files: list = field(default_factory=list)  # paths joined to the playbook's directory
     serial: list = field(default_factory=list)      # [] = all hosts at once; ints and "N%" strings
     max_fail_percentage: float | None = None
+    # a templated serial / max_fail_percentage, resolved by validate() from play vars,
+    # vars_files and extra vars before any host is touched (see resolve_limits)
+    limit_templates: dict = field(default_factory=dict, repr=False)
+    limits_resolved: bool = field(default=False, repr=False)
     any_errors_fatal: bool = False
     gather_facts: bool = True
     tasks: list = field(default_factory=list)
@@ -263,14 +267,32 @@ def _unknown_keys(m: Mapping, allowed, what: str, extra_options=()):
 
 # ---------------------------------------------------------------- play
 
+def _plain(value):
+    """Plain lists and strs from the YAML source types (for rendering later)."""
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return str(value) if isinstance(value, str) else value
+
+
+def _has_template(value) -> bool:
+    if isinstance(value, list):
+        return any(_has_template(v) for v in value)
+    return is_template(value)
+
+
 def _serial(m: Mapping) -> list:
     if "serial" not in m or m["serial"] is None:
         return []
     raw = m["serial"]
+    return _serial_items(raw, lambda i: raw.item_where(i) if isinstance(raw, Sequence) else m.value_where("serial"),
+                         m.value_where("serial"))
+
+
+def _serial_items(raw, where_of, where: str) -> list:
     items = raw if isinstance(raw, list) else [raw]
     out = []
     for i, item in enumerate(items):
-        where = raw.item_where(i) if isinstance(raw, Sequence) else m.value_where("serial")
+        where = where_of(i)
         if isinstance(item, str) and item.strip().isdigit():
             item = int(item.strip())
         if isinstance(item, int) and not isinstance(item, bool):
@@ -287,8 +309,29 @@ def _serial(m: Mapping) -> list:
         raise BadInput(f"'serial' entries must be positive integers or '1%'..'100%', not {item!r}",
                        where=where)
     if not out:
-        raise BadInput("'serial' list is empty", where=m.value_where("serial"))
+        raise BadInput("'serial' list is empty", where=where)
     return out
+
+
+def _max_fail(mfp, where: str) -> float:
+    if isinstance(mfp, str):
+        try:
+            mfp = float(mfp.strip().rstrip("%"))
+        except ValueError:
+            pass
+    if isinstance(mfp, bool) or not isinstance(mfp, (int, float)) or not 0 <= mfp <= 100:
+        raise BadInput(f"'max_fail_percentage' must be a number from 0 to 100, not {mfp!r}", where=where)
+    return float(mfp)
+
+
+def set_limit(play: Play, key: str, rendered) -> None:
+    """Set a templated serial / max_fail_percentage from its rendered value, checked as the
+    literal forms are; a bad value is a BadInput at the template's line."""
+    where = play.limit_templates[key][1]
+    if key == "serial":
+        play.serial = [] if rendered in (None, "", []) else _serial_items(rendered, lambda i: where, where)
+    else:
+        play.max_fail_percentage = None if rendered in (None, "") else _max_fail(rendered, where)
 
 
 def _play(m, base_dir: str, modules: dict, index: int, path: str) -> Play:
@@ -324,13 +367,15 @@ def _play(m, base_dir: str, modules: dict, index: int, path: str) -> Play:
                 raise BadInput("a templated vars_files path is not supported", where=where)
             play.vars_files.append(os.path.join(base_dir, os.path.expanduser(f)))
             play.vars_files_where.append(where)
-    play.serial = _serial(m)
+    if _has_template(m.get("serial")):
+        play.limit_templates["serial"] = (_plain(m["serial"]), m.value_where("serial"))
+    else:
+        play.serial = _serial(m)
     mfp = m.get("max_fail_percentage")
-    if mfp is not None:
-        if isinstance(mfp, bool) or not isinstance(mfp, (int, float)) or not 0 <= mfp <= 100:
-            raise BadInput(f"'max_fail_percentage' must be a number from 0 to 100, not {mfp!r}",
-                           where=m.value_where("max_fail_percentage"))
-        play.max_fail_percentage = float(mfp)
+    if is_template(mfp):
+        play.limit_templates["max_fail_percentage"] = (str(mfp), m.value_where("max_fail_percentage"))
+    elif mfp is not None:
+        play.max_fail_percentage = _max_fail(mfp, m.value_where("max_fail_percentage"))
     play.any_errors_fatal = _want_bool(m, "any_errors_fatal", False)
     play.gather_facts = _want_bool(m, "gather_facts", True)
     play.tags = _want_str_list(m, "tags", split_commas=True)
@@ -500,6 +545,13 @@ def _type_ok(value, t) -> bool:
     if isinstance(value, int) and float in types_:
         return True
     return isinstance(value, types_)
+
+
+def _plain(value):
+    """Plain lists and strs from the YAML source types (for rendering later)."""
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return str(value) if isinstance(value, str) else value
 
 
 def _has_template(value) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import os
 
-from fleetops.engine.playbook import Play, Playbook, Task, check_args, check_var_names, walk_tasks
+from fleetops.engine.playbook import Play, Playbook, Task, check_args, check_var_names, set_limit, walk_tasks
 from fleetops.engine.templating import Templar, TemplateError
 from fleetops.engine.yamlsrc import Mapping, load_yaml
 from fleetops.errors import BadInput
@@ -212,6 +212,23 @@ def check_connections(inventory, hosts) -> None:
                 raise BadInput(f"host {host}: {exc.msg}", where=exc.where or getattr(inventory, "path", None)) from None
 
 
+def _resolve_limits(templar: Templar, play: Play, files: list, extra_vars: dict) -> None:
+    """A templated serial / max_fail_percentage from play vars, vars_files and extra vars (host
+    variables cannot apply: batches are cut before any host runs), fixed here, before the run."""
+    variables: dict = dict(play.vars)
+    for f in files:
+        variables.update(f)
+    variables.update(extra_vars or {})
+    for key, (value, where) in play.limit_templates.items():
+        try:
+            rendered = templar.render(value, variables)
+        except TemplateError as exc:
+            raise BadInput(f"{exc.msg} in '{key}' (play vars, vars_files and -e apply here, not host vars)",
+                           where=where) from None
+        set_limit(play, key, rendered)
+    play.limits_resolved = True
+
+
 def validate(playbook: Playbook, inventory, extra_vars: dict, modules: dict) -> None:
     """Raise BadInput for the first problem in the playbook; return None when it can run."""
     templar = Templar()
@@ -236,6 +253,8 @@ def validate(playbook: Playbook, inventory, extra_vars: dict, modules: dict) -> 
                 if exc.where:
                     raise
                 raise BadInput(exc.msg, where=where) from None
+        if play.limit_templates:
+            _resolve_limits(templar, play, files, extra_vars)
         runtime |= _runtime_names(play)
         known = (extra | set(play.vars) | inv_names | runtime | FACT_NAMES | MAGIC_VARS
                  | {k for f in files for k in f})

@@ -259,7 +259,7 @@ ERRORS = [
     ("- hosts: 3\n", "'hosts' must be a host pattern", "1:10"),
     ("- hosts: '{{ target }}'\n", "templated 'hosts' is not supported", "1:10"),
     ("- hosts: all\n  max_fail_percentage: 120\n", "'max_fail_percentage' must be a number from 0 to 100", "2:24"),
-    ("- hosts: all\n  max_fail_percentage: '10'\n", "'max_fail_percentage' must be a number", "2:24"),
+    ("- hosts: all\n  max_fail_percentage: 'ten'\n", "'max_fail_percentage' must be a number", "2:24"),
     ("- hosts: all\n  gather_facts: maybe\n", "'gather_facts' must be true or false", "2:17"),
     ("- hosts: all\n  vars_files: [3]\n", "'vars_files' items must be file paths", "2:16"),
     ("- hosts: all\n  roles: [x]\n", "roles are not supported", "2:3"),

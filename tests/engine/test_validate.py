@@ -343,3 +343,49 @@ def test_sandbox_escape_in_playbook_is_undefined_or_refused_before_running(tmp_p
     # here the escape must at least not hide an undefined name
     msg, _ = bad(tmp_path, "- hosts: all\n  tasks:\n    - debug: {msg: '{{ evil.__class__ }}'}\n")
     assert msg == "undefined variable 'evil'"
+
+
+# ---------------------------------------------------------------- templated serial / max_fail_percentage
+
+LIMITS = """
+- hosts: all
+  vars:
+    batch: [1, "10%"]
+  serial: "{{ rollout | default(batch) }}"
+  max_fail_percentage: "{{ max_fail | default(0) }}"
+  tasks:
+    - command: "true"
+"""
+
+
+def _limits(tmp_path, extra_vars):
+    book = load_playbook(write(tmp_path, LIMITS), MODULES)
+    validate(book, FakeInventory(), extra_vars, MODULES)
+    return book.plays[0].serial, book.plays[0].max_fail_percentage
+
+
+def test_templated_serial_and_max_fail_from_play_vars_and_extra_vars(tmp_path):
+    assert _limits(tmp_path, {}) == ([1, "10%"], 0.0)
+    # -e key=value gives strings: they are read as the literal forms are
+    assert _limits(tmp_path, {"rollout": "5", "max_fail": "20"}) == ([5], 20.0)
+    assert _limits(tmp_path, {"rollout": [2, "50%"], "max_fail": 12.5}) == ([2, "50%"], 12.5)
+
+
+@pytest.mark.parametrize("extra, fragment", [
+    ({"rollout": "0"}, "'serial' entries must be positive integers"),
+    ({"rollout": "lots"}, "'serial' entries must be positive integers or '1%'..'100%', not 'lots'"),
+    ({"max_fail": "150"}, "'max_fail_percentage' must be a number from 0 to 100, not 150.0"),
+    ({"max_fail": "some"}, "'max_fail_percentage' must be a number from 0 to 100, not 'some'"),
+])
+def test_templated_limits_are_checked_before_the_run(tmp_path, extra, fragment):
+    msg, where = bad(tmp_path, LIMITS, extra)
+    assert fragment in msg
+    assert where == ("play.yml:4:11" if "rollout" in extra else "play.yml:5:24")
+
+
+def test_templated_limit_with_an_undefined_variable(tmp_path):
+    msg, where = bad(tmp_path, "- hosts: all\n  serial: '{{ per_batch }}'\n  tasks: []\n")
+    assert msg.startswith("undefined variable 'per_batch' in 'serial'") and where == "play.yml:2:11"
+    # host variables do not apply: batches are cut before any host runs
+    msg, _ = bad(tmp_path, "- hosts: all\n  max_fail_percentage: '{{ hermes_user }}'\n  tasks: []\n")
+    assert "undefined variable 'hermes_user'" in msg
