@@ -274,9 +274,9 @@ def _plain(value):
     return str(value) if isinstance(value, str) else value
 
 
-def _has_template(value) -> bool:
+def _any_template(value) -> bool:
     if isinstance(value, list):
-        return any(_has_template(v) for v in value)
+        return any(_any_template(v) for v in value)
     return is_template(value)
 
 
@@ -367,7 +367,7 @@ def _play(m, base_dir: str, modules: dict, index: int, path: str) -> Play:
                 raise BadInput("a templated vars_files path is not supported", where=where)
             play.vars_files.append(os.path.join(base_dir, os.path.expanduser(f)))
             play.vars_files_where.append(where)
-    if _has_template(m.get("serial")):
+    if _any_template(m.get("serial")):
         play.limit_templates["serial"] = (_plain(m["serial"]), m.value_where("serial"))
     else:
         play.serial = _serial(m)
@@ -545,13 +545,6 @@ def _type_ok(value, t) -> bool:
     if isinstance(value, int) and float in types_:
         return True
     return isinstance(value, types_)
-
-
-def _plain(value):
-    """Plain lists and strs from the YAML source types (for rendering later)."""
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return str(value) if isinstance(value, str) else value
 
 
 def _has_template(value) -> bool:

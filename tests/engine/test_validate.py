@@ -369,6 +369,10 @@ def test_templated_serial_and_max_fail_from_play_vars_and_extra_vars(tmp_path):
     # -e key=value gives strings: they are read as the literal forms are
     assert _limits(tmp_path, {"rollout": "5", "max_fail": "20"}) == ([5], 20.0)
     assert _limits(tmp_path, {"rollout": [2, "50%"], "max_fail": 12.5}) == ([2, "50%"], 12.5)
+    # a template inside a serial list
+    book = load_playbook(write(tmp_path, "- hosts: all\n  serial: [1, '{{ step }}']\n  tasks: []\n"), MODULES)
+    validate(book, FakeInventory(), {"step": "25%"}, MODULES)
+    assert book.plays[0].serial == [1, "25%"]
 
 
 @pytest.mark.parametrize("extra, fragment", [
