@@ -287,3 +287,56 @@ def test_canary_failure_stops_the_play_before_the_next_batch(lab, seeder, std_sr
     assert not os.path.exists(os.path.join(seeder.host("lab02")["hermes"], "fleetops"))
     text = report(results, doc["run_id"], json_out=False)
     assert "stopped:" in text and "REFUSED at" in text
+
+
+FAILING_STATS = """#!/bin/sh
+# the real hermes, except that `hermes sessions stats` cannot read the store
+if [ "$1" = sessions ]; then echo "simulated: sessions stats cannot read the store" >&2; exit 3; fi
+exec {real} "$@"
+"""
+
+
+@pytest.mark.parametrize("rollback", [True, False], ids=["rolls-back", "opted-out"])
+def test_verify_failure_after_the_swap_rolls_back_to_the_original(lab, seeder, std_src, tmp_path, rollback):
+    """`hermes sessions stats` fails after the swap (a real wrapper around hermes): the rescue stops
+    the writers again, puts the quarantined original back (sha256 checked), restarts the gateway
+    on it and fails the host saying so; the new file is kept. Opted out, Hermes stays on the new file."""
+    name = "lab06"
+    info = seed(seeder, name, "fts_pages_overwritten", ("gateway",), std_src, tmp_path)
+    h = seeder.host(name)
+    wrapper = os.path.join(h["home"], "hermes-stats-fails")
+    with open(wrapper, "w") as f:
+        f.write(FAILING_STATS.format(real=seeder.hermes))
+    os.chown(wrapper, *(os.stat(h["home"])[4:6]))
+    os.chmod(wrapper, 0o755)
+    orig_ino = os.stat(h["db"]).st_ino
+    results = tmp_path / "runs"
+    extra = () if rollback else ("-e", "repair_rollback_on_verify_failure=false")
+    rc, doc = run_cli(lab, results, "-l", name, *extra, hermes_bin=wrapper)
+    assert rc == 2
+    by = results_by_task(doc)
+    assert by["swap in the verified new file"][name][0] == "changed"
+    msg = by["outcome: REFUSED or FAILED"][name][1]["msg"]
+    assert msg.startswith("FAILED at 'verify") and "sessions stats` failed (rc 3)" in msg, msg
+    run_dir = results / doc["run_id"] / name / "hermes" / "default"
+    man = json.loads((run_dir / "quarantine-manifest.json").read_text())
+    assert gateway_pids(seeder, name) and gateway_pids(seeder, name) != {info["pids"]["gateway"]}  # restarted
+    if not rollback:
+        assert "rollback" not in msg and by["verify failed: put the quarantined original back (sha256 checked)"][
+            name][0] == "skipped"
+        assert sha(h["db"]) != man["files"]["state.db"]["sha256"]
+        return
+    assert "|| rollback: rolled back" in msg, msg
+    assert by["verify failed: stop every writer of the new file"][name][0] == "changed"
+    res = by["verify failed: put the quarantined original back (sha256 checked)"][name][1]["results"][0]
+    # the damaged original itself is back (the very inode the swap moved aside), the gateway on it
+    assert os.stat(h["db"]).st_ino == orig_ino
+    assert gateway_pids(seeder, name)
+    qdir = Path(res["quarantine_dir"])
+    for n, f in man["files"].items():
+        assert sha(qdir / "copy" / n) == f["sha256"], n
+    # the new file is kept, whole, with whatever was written to it
+    aside = Path(res["rollback"]["moved_aside_dir"])
+    c = sqlite3.connect(f"file:{aside / 'state.db'}?mode=ro", uri=True)
+    assert c.execute("PRAGMA quick_check").fetchone() == ("ok",)
+    c.close()
