@@ -263,7 +263,9 @@ def exit_with_connection(interval=0.5):
     those steps write is scratch (a new snapshot or work directory, which the next run sets
     aside), so stopping mid-write loses nothing; the kernel drops the lock with the process.
     Gone means: stderr (the channel's pipe) lost its reader, or the parent (sshd's session
-    process) died. Armed only when stderr is a pipe or socket, once per process.
+    process) died. Armed when stderr is a pipe or socket, or a terminal (become through sudo
+    with use_pty, Debian's default, puts the payload on a pty whose master sudo holds: it
+    hangs up when sudo goes), once per process.
     """
     import select  # here, not at the top: most payloads never arm it
     import threading
@@ -272,7 +274,7 @@ def exit_with_connection(interval=0.5):
         poller = select.poll()
     except (OSError, AttributeError):
         return False
-    if _watching or not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+    if _watching or not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(2)):
         return bool(_watching)
     parent = os.getppid()
     poller.register(2, 0)  # no events asked: poll reports only POLLERR / POLLHUP
