@@ -294,23 +294,29 @@ def _open_store(run: dict):
 
 
 def document(run: dict, audit: bool = True) -> dict | None:
-    """`fleetops report --json --audit`: the stored rows of this run plus trends; None if it has none."""
+    """`fleetops report --json --audit`: the stored rows of this run, trends, and the repairs and
+    rollbacks run since the oldest audit in the trends; for a repair run, its own outcomes.
+    None when there is neither."""
+    from fleetops.hermes.repair_history import load_repairs
+
     if not audit:
         return None
     conn = _open_store(run)
     try:
-        if not _table_exists(conn):
-            return None
-        rows = load_rows(conn, run["id"])
+        rows = load_rows(conn, run["id"]) if _table_exists(conn) else []
         if not rows:
-            return None
+            repairs = load_repairs(conn, run["id"], since=run["id"])
+            return {"repairs": repairs} if repairs else None
         trends = load_trends(conn, run["id"])
+        oldest = min((x[0] for v in trends.values() for x in v), default=run["id"])
+        repairs = load_repairs(conn, run["id"], since=oldest)
     finally:
         conn.close()
     return {"databases": rows, "healthy": all_healthy(rows),
             "trends": [{"host": h, "profile": p, "runs": [dict(zip(("run_id", "errors_total", "wal_bytes",
                                                                    "backup_age_hours", "verdict"), x)) for x in v]}
-                       for (h, p), v in sorted(trends.items())]}
+                       for (h, p), v in sorted(trends.items())],
+            "repairs": repairs}
 
 
 def _series(values, fmt) -> str:
@@ -321,9 +327,14 @@ def render(run: dict, console, audit: bool = True) -> None:
     """`fleetops report --audit`: the fleet as this run saw it, then trends over the last runs."""
     if not audit:
         return
+    from fleetops.hermes.repair_history import repairs_table
+
     doc = document(run, audit=True)
     if doc is None:
-        console.print("[dim]no Hermes audit figures recorded in this run[/]")
+        console.print("[dim]no Hermes audit figures or repair outcomes recorded in this run[/]")
+        return
+    if "databases" not in doc:
+        console.print(repairs_table(doc["repairs"], title=f"repairs and rollbacks, run {run['id']}"))
         return
     print_fleet(doc["databases"], console, title=f"Hermes state.db audit, run {run['id']}")
     t = Table(title="trends (oldest → newest)", title_justify="left")
@@ -337,6 +348,8 @@ def render(run: dict, console, audit: bool = True) -> None:
                   _series([r["wal_bytes"] for r in rs], lambda v: "-" if v is None else f"{v / 1048576:.1f}"),
                   _series([r["backup_age_hours"] for r in rs], lambda v: "none" if v is None else f"{v:.0f}"))
     console.print(t)
+    if doc["repairs"]:
+        console.print(repairs_table(doc["repairs"], title="repairs and rollbacks in that time (oldest first)"))
 
 
 def utc_now() -> str:

@@ -64,8 +64,9 @@ def run_cli(lab, results, *args, playbook="playbooks/repair.yml", hermes_bin=Non
     return p.returncode, doc
 
 
-def report(results, run_id, json_out=True):
-    cmd = [sys.executable, "-m", "fleetops", "report", run_id, "--results", str(results)]
+def report(results, run_id, json_out=True, audit=False):
+    cmd = [sys.executable, "-m", "fleetops", "report", run_id, "--results", str(results)] + (
+        ["--audit"] if audit else [])
     if json_out:
         cmd.append("--json")
     p = subprocess.run(cmd, cwd=str(REPO), capture_output=True, text=True, timeout=120,

@@ -109,6 +109,7 @@ def test_fleet_repair_check_then_run_then_report_and_rollback(lab, seeder, std_s
 
     # --- --check: the verdict and path per host and profile; nothing changes ------------------------
     rc, doc = run_cli(lab, results, "--check", hermes_bin=seeder.hermes)
+    check_run_id = doc["run_id"]
     by = results_by_task(doc)
     plan = {h: r[1]["msg"] for h, r in by["check mode: the path each profile would take"].items()}
     assert "default: structural_corruption -> snapshot, stop writers (check mode: would stop 3 holder(s)" \
@@ -194,11 +195,28 @@ def test_fleet_repair_check_then_run_then_report_and_rollback(lab, seeder, std_s
     assert {h for h, r in rep["outcome: REFUSED or FAILED"].items() if r[0] == "failed"} == set(REFUSED)
     text = report(results, doc["run_id"], json_out=False)
     assert text.count("REPAIRED: default was") == len(REPAIRED) and text.count("REFUSED at") == len(REFUSED)
+    # `report --audit` of the repair run: per host and profile what was done, read from the modules' results
+    outcomes = {r["host"]: r for r in report(results, doc["run_id"], audit=True)["audit"]["repairs"]}
+    assert {h for h, r in outcomes.items() if r["outcome"] == "REPAIRED"} == set(REPAIRED)
+    assert {h for h, r in outcomes.items() if r["outcome"] == "REFUSED"} == set(REFUSED)
+    assert not set(UNTOUCHED) & set(outcomes)
+    assert outcomes["lab01"]["path"] == "salvage" and outcomes["lab01"]["verdict_before"] == "structural_corruption"
+    assert outcomes["lab03"]["path"] == "fts_rebuild" and outcomes["lab03"]["loss_rows"] == 0
+    assert outcomes["lab07"]["detail"].startswith("REFUSED at 'preflight")
+    from fleetops.hermes.repair_history import load_repairs
+    c = sqlite3.connect(results / "runs.db")
+    try:
+        every = load_repairs(c, doc["run_id"])  # all runs up to this one: the --check run did nothing
+    finally:
+        c.close()
+    assert every and {r["run_id"] for r in every} == {doc["run_id"]}, check_run_id
 
     # --- rollback.yml: lab04's damaged original back exactly -------------------------------------
     man = json.loads((results / doc["run_id"] / "lab04" / "hermes" / "default" / "quarantine-manifest.json").read_text())
     rc, rdoc = run_cli(lab, results, "-l", "lab04", playbook="playbooks/rollback.yml")
     assert rc == 0, rdoc["stats"]
+    assert [(r["host"], r["profile"], r["outcome"]) for r in report(results, rdoc["run_id"], audit=True)["audit"][
+        "repairs"]] == [("lab04", "default", "ROLLED BACK")]
     db4 = seeder.host("lab04")["db"]
     assert sha(db4) == man["files"]["state.db"]["sha256"]
     assert gateway_pids(seeder, "lab04")  # restarted, on the original
@@ -322,11 +340,16 @@ def test_verify_failure_after_the_swap_rolls_back_to_the_original(lab, seeder, s
     man = json.loads((run_dir / "quarantine-manifest.json").read_text())
     assert gateway_pids(seeder, name) and gateway_pids(seeder, name) != {info["pids"]["gateway"]}  # restarted
     if not rollback:
+        [row] = report(results, doc["run_id"], audit=True)["audit"]["repairs"]
+        assert (row["host"], row["outcome"]) == (name, "FAILED")
         assert "rollback" not in msg and by["verify failed: put the quarantined original back (sha256 checked)"][
             name][0] == "skipped"
         assert sha(h["db"]) != man["files"]["state.db"]["sha256"]
         return
     assert "|| rollback: rolled back" in msg, msg
+    [row] = report(results, doc["run_id"], audit=True)["audit"]["repairs"]
+    assert (row["host"], row["outcome"], row["path"]) == (name, "ROLLED BACK", "fts_rebuild")
+    assert row["detail"].startswith("FAILED at 'verify")
     assert by["verify failed: stop every writer of the new file"][name][0] == "changed"
     res = by["verify failed: put the quarantined original back (sha256 checked)"][name][1]["results"][0]
     # the damaged original itself is back (the very inode the swap moved aside), the gateway on it
