@@ -640,6 +640,13 @@ class _Run:
         except (BadInput, TemplateError):
             return None
 
+    def inventory_become(self, host: str) -> bool:
+        """ansible_become on the host: as in Ansible, it applies to every task there."""
+        try:
+            return self.params_for(host).become
+        except (BadInput, TemplateError):
+            return False
+
     def transport_for(self, host: str, delegated: bool):
         """The host's one transport (connected on first use); LocalTransport for delegate_to: localhost."""
         st = self.state(host)

@@ -239,6 +239,12 @@ class Inventory:
             proxy_jump=as_str(jump_var, jump_value) if jump_var else ssh.proxy_jump,
             known_hosts=os.path.expanduser(as_str(kh_var, kh_value)) if kh_var else None,
         )
+        bvar, bvalue = pick("fleetops_become", "ansible_become")
+        if bvar:
+            flag = _bool(bvalue)
+            if flag is None:
+                raise bad(bvar, f"must be true or false, got {bvalue!r}")
+            params.become = flag
         for var, attr in (("fleetops_connect_timeout", "connect_timeout"),
                           ("fleetops_command_timeout", "command_timeout")):
             name, value = pick(var)
@@ -248,6 +254,21 @@ class Inventory:
                     raise bad(name, f"must be a number of seconds > 0, got {value!r}")
                 setattr(params, attr, seconds)
         return params
+
+
+def _bool(value):
+    """true/false as YAML, INI and -e spell them (true, yes, on, 1 / false, no, off, 0); else None."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        v = value.strip().lower()
+        if v in ("true", "yes", "on", "1"):
+            return True
+        if v in ("false", "no", "off", "0"):
+            return False
+    return None
 
 
 def _int_port(value):

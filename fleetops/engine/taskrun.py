@@ -328,7 +328,7 @@ class TaskRunner:
         else:
             transport = run.transport_for(self.host, delegated)
         become_user = None
-        if getattr(task, "become", False):        # effective: play, blocks, own
+        if getattr(task, "become", False) or run.inventory_become(self.host):  # play, blocks, own; or the host's
             become_user = (getattr(task, "become_user", None) or run.inventory_become_user(self.host)
                            or "root")
         python = None

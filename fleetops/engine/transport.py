@@ -30,6 +30,7 @@ class ConnParams:
     key_file: str | None = None
     python: str | None = None    # ansible_python_interpreter; None: discover
     become_user: str | None = None
+    become: bool = False         # ansible_become: every task on this host runs through sudo
     proxy_jump: str | None = None
     known_hosts: str | None = None  # fleetops_known_hosts var / --known-hosts; None: ~/.ssh/known_hosts
     accept_new_host_keys: bool = False

@@ -263,9 +263,9 @@ def exit_with_connection(interval=0.5):
     those steps write is scratch (a new snapshot or work directory, which the next run sets
     aside), so stopping mid-write loses nothing; the kernel drops the lock with the process.
     Gone means: stderr (the channel's pipe) lost its reader, or the parent (sshd's session
-    process) died. Armed when stderr is a pipe or socket, or a terminal (become through sudo
-    with use_pty, Debian's default, puts the payload on a pty whose master sudo holds: it
-    hangs up when sudo goes), once per process.
+    process) died. Armed when stderr is a pipe or socket (also under become: sudo allocates a
+    pty for use_pty only when it runs in a terminal, which an exec channel is not, so stderr
+    stays the channel's pipe), or a terminal, whose hang-up counts too; once per process.
     """
     import select  # here, not at the top: most payloads never arm it
     import threading

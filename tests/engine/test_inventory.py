@@ -524,3 +524,20 @@ def test_ini_port_from_host_line_reaches_params(tmp_path):
     inv = load_inventory(write(tmp_path, "hosts.ini", "[web]\nw1:2299 ansible_user=deploy\n"))
     p = inv.connection_params("w1", ssh_config_path=NO_SSH_CONFIG)
     assert (p.address, p.port, p.user) == ("w1", 2299, "deploy")
+
+
+@pytest.mark.parametrize("value, expected", [("true", True), ("yes", True), ("1", True), ("True", True),
+                                             ("false", False), ("no", False), ("0", False)])
+def test_ansible_become_in_inventory(tmp_path, value, expected):
+    text = f"all:\n  hosts:\n    h1:\n      ansible_become: {value}\n      ansible_become_user: hermes\n"
+    p = conn(tmp_path, text)
+    assert (p.become, p.become_user) == (expected, "hermes")
+    assert conn(tmp_path, "all:\n  hosts:\n    h1: {}\n").become is False
+    # INI spells it as text
+    ini = write(tmp_path, "hosts.ini", f"h1 ansible_become={value.lower()}\n")
+    assert load_inventory(ini).connection_params("h1", ssh_config_path=NO_SSH_CONFIG).become is expected
+
+
+def test_bad_ansible_become_names_host_and_variable(tmp_path):
+    with pytest.raises(BadInput, match="host 'h1': variable 'fleetops_become' must be true or false, got 'maybe'"):
+        conn(tmp_path, "all:\n  hosts:\n    h1:\n      fleetops_become: maybe\n")

@@ -40,7 +40,8 @@ def test_exits_when_its_stderr_pipe_loses_its_reader():
 
 
 def test_exits_when_its_terminal_hangs_up():
-    """become through sudo with use_pty: stderr is a pty whose master sudo holds."""
+    """A payload run on a terminal (sudo's use_pty from a terminal, a pty-allocating wrapper):
+    stderr is a pty; its master going away is a hang-up."""
     master, slave = os.openpty()
     p = _start(slave)
     os.close(slave)
