@@ -5,6 +5,7 @@ FLEETOPS_LAB_HOSTS (default 8) sets the lab size; FLEETOPS_LAB_PREFIX (default
 use separate users. `mixed_lab` is a second, separate lab with chrooted hosts of
 other kinds (arm01: aarch64 under qemu, old01: Debian bullseye); FLEETOPS_LAB_SKIP_MIXED=1
 skips its tests, FLEETOPS_LAB_MIXED (default "aarch64,oldstable") picks the kinds.
+`std_src` is the standard realistic Hermes store (built once by the real hermes-agent, cached).
 """
 from __future__ import annotations
 
@@ -19,6 +20,20 @@ from fleetops.lab import Lab
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "lab: needs the local sshd lab (root)")
+
+
+@pytest.fixture(scope="session")
+def std_src(tmp_path_factory):
+    """The standard corpus store (29 MB, 40 sessions, real hermes_state.SessionDB): one session copy."""
+    from tests.corpus import build
+
+    try:
+        build.venv_python()
+    except build.HermesVenvMissing as exc:
+        pytest.skip(str(exc))
+    p = tmp_path_factory.mktemp("std") / "state.db"
+    build.standard_db(p)
+    return p
 
 
 @pytest.fixture(scope="session")

@@ -25,15 +25,6 @@ from tests.faults.test_repair_faults import (FAST, REPAIR, connection_sshds, dro
 pytestmark = pytest.mark.lab
 
 
-@pytest.fixture(scope="module")
-def std_src(tmp_path_factory):
-    try:
-        build.venv_python()
-    except build.HermesVenvMissing as exc:
-        pytest.skip(str(exc))
-    p = tmp_path_factory.mktemp("become-std") / "state.db"
-    build.standard_db(p)
-    return p
 
 
 @pytest.fixture

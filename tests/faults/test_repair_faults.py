@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from fleetops.remote import hermes_holders
-from tests.corpus import build, damage
+from tests.corpus import damage
 from tests.faults.conftest import (ROOT, by_task, fleetops, process_tree, report_json, start_fleetops, wait_for,
                                    write_inventory)
 from tests.repair_lab.seed import Seeder, find_venv
@@ -35,16 +35,6 @@ FAST = ["-e", "stop_quiet_window=3", "-e", "stop_grace=3"]
 SIDECARS = ("", "-wal", "-shm")
 
 
-@pytest.fixture(scope="module")
-def std_src(tmp_path_factory):
-    """The standard corpus store (29 MB, built by the real hermes-agent), cached."""
-    try:
-        build.venv_python()
-    except build.HermesVenvMissing as exc:
-        pytest.skip(str(exc))
-    p = tmp_path_factory.mktemp("faults-std") / "state.db"
-    build.standard_db(p)
-    return p
 
 
 @pytest.fixture

@@ -95,14 +95,10 @@ def procs():
 
 
 @pytest.fixture(scope="session")
-def std_image(tmp_path_factory):
-    """The cached realistic 40-session state.db (real hermes_state.SessionDB), one session copy."""
-    try:
-        build.venv_python()
-    except build.HermesVenvMissing as exc:
-        pytest.skip(str(exc))
+def std_image(tmp_path_factory, std_src):
+    """The standard store (tests/conftest.py), a copy of this suite's own."""
     p = tmp_path_factory.mktemp("repair-std") / "state.db"
-    build.realistic_db(p, **build.STANDARD)
+    build.copy_image(std_src, p)
     return p
 
 

@@ -10,23 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.corpus import build
-
 from .seed import Seeder, find_venv
 
 REPO = Path(__file__).resolve().parents[2]
 FAST = ["-e", "stop_quiet_window=3", "-e", "stop_grace=3"]
 
 
-@pytest.fixture(scope="session")
-def std_src(tmp_path_factory):
-    try:
-        build.venv_python()
-    except build.HermesVenvMissing as exc:
-        pytest.skip(str(exc))
-    p = tmp_path_factory.mktemp("repair-lab-std") / "state.db"
-    build.standard_db(p)
-    return p
 
 
 @pytest.fixture(scope="session")
