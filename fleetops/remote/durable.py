@@ -1,8 +1,10 @@
-"""fsync helpers for host-side writes: a rename is durable only once its directory is synced.
+"""Host-side files on disk: fsync (a rename is durable only once its directory is synced) and
+sha256 (how every copy, move and swap proves it kept the bytes).
 
-Stdlib only, Python 3.8+. (hermes_backup.py keeps its own copy: it is installed on hosts
+Stdlib only, Python 3.8+. (hermes_backup.py keeps its own copies: it is installed on hosts
 as a standalone script for the backup units and imports nothing from fleetops.)
 """
+import hashlib
 import os
 
 
@@ -28,3 +30,15 @@ def fsync_file(path):
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def sha256_file(path, bufsize=1 << 20):
+    """sha256 hex of a file's bytes, read in chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while True:
+            b = fh.read(bufsize)
+            if not b:
+                break
+            h.update(b)
+    return h.hexdigest()

@@ -47,6 +47,7 @@ except ImportError:  # pragma: no cover
 
 from fleetops.remote import hermes_holders
 from fleetops.remote import hermes_paths
+from fleetops.remote.durable import sha256_file
 
 AUDIT_VERSION = 1
 VERDICTS = ("healthy", "fts_index_damage", "index_damage", "structural_corruption",
@@ -859,15 +860,6 @@ def gateway_pid(home):
 
 # --- backups ----------------------------------------------------------------------------------
 
-def _sha256(path):
-    import hashlib
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def backups(home, db, profile, root, now, verify_sha256=False):
     """Newest verified backup and everything else backup-like beside state.db.
 
@@ -909,7 +901,7 @@ def backups(home, db, profile, root, now, verify_sha256=False):
             item["why"] = "size %d != manifest %s" % (st["size"], m.get("size"))
         elif created is None:
             item["why"] = "no created time"
-        elif verify_sha256 and m.get("sha256") and _sha256(bpath) != m.get("sha256"):
+        elif verify_sha256 and m.get("sha256") and sha256_file(bpath) != m.get("sha256"):
             item["why"] = "sha256 mismatch"
         else:
             item["verified"] = True

@@ -22,7 +22,7 @@ import time
 from fleetops.remote import hermes_holders
 from fleetops.remote import hermes_paths
 from fleetops.remote import hostlock
-from fleetops.remote.durable import fsync_dir, fsync_file  # noqa: F401 (hermes_swap uses them from here)
+from fleetops.remote.durable import fsync_dir, fsync_file, sha256_file  # noqa: F401 (used from here too)
 
 SIDECARS = ("", "-wal", "-shm")
 DEFAULT_MIN_FREE_FACTOR = 3.0   # snapshot + quarantine copy + repaired file, each up to the image size
@@ -135,17 +135,6 @@ def read_json(path):
             return json.load(fh)
     except (OSError, ValueError):
         return None
-
-
-def sha256_file(path, bufsize=1 << 20):
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while True:
-            b = fh.read(bufsize)
-            if not b:
-                break
-            h.update(b)
-    return h.hexdigest()
 
 
 def file_record(path, sha=True):

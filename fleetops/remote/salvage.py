@@ -31,7 +31,7 @@ import time
 import urllib.parse
 
 from fleetops.remote import sqlite_format as sf
-from fleetops.remote.durable import fsync_dir, fsync_file
+from fleetops.remote.durable import fsync_dir, fsync_file, sha256_file
 
 BATCH = 500
 # FTS build (fts=rebuild). "scratch": after the rows are final, each FTS table is filled by
@@ -112,7 +112,7 @@ def _file_fingerprints(path):
         p = path + suffix
         if os.path.exists(p):
             st = os.stat(p)
-            out[suffix or "db"] = {"path": p, "size": st.st_size, "sha256": sf.sha256_file(p),
+            out[suffix or "db"] = {"path": p, "size": st.st_size, "sha256": sha256_file(p),
                                    "mtime_ns": st.st_mtime_ns}
     return out
 
@@ -568,7 +568,7 @@ class Salvage(object):
         if not info["copied"] and self._before.get("db", {}).get("size") == info["size"]:
             info["sha256"] = self._before["db"]["sha256"]    # the same file, just hashed
         else:
-            info["sha256"] = sf.sha256_file(image)
+            info["sha256"] = sha256_file(image)
         return image, info
 
     # ------------------------------------------------------------ schema
@@ -1880,7 +1880,7 @@ class Salvage(object):
         fsync_file(self.tmp_out)
         os.rename(self.tmp_out, self.output)
         fsync_dir(os.path.dirname(os.path.abspath(self.output)))
-        r["output_sha256"] = sf.sha256_file(self.output)
+        r["output_sha256"] = sha256_file(self.output)
         r["output_size"] = os.path.getsize(self.output)
 
     def _table_report(self, st, saved, via_index):

@@ -5,7 +5,6 @@ page, orphaned, referenced twice) on hosts whose sqlite3 lacks .recover.
 Stdlib only, Python 3.8+. Every decoding error is a FormatError, never an
 IndexError or struct.error, so callers can skip one bad page or cell and go on.
 """
-import hashlib
 import mmap
 import os
 import struct
@@ -750,13 +749,3 @@ def apply_wal(db_path, wal_path):
     return summary
 
 
-def sha256_file(path):
-    """sha256 hex of a file, read in chunks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while True:
-            b = fh.read(1 << 20)
-            if not b:
-                break
-            h.update(b)
-    return h.hexdigest()
