@@ -310,8 +310,39 @@ def set_aside_incomplete(parent, marker):
 
 # ---------------------------------------------------------------- the snapshot
 
-def _open_source(db):
-    """Read-only first; a WAL file with no -shm yet needs a normal open (as every Hermes CLI does)."""
+def idle_wal_image(db):
+    """A WAL-mode state.db with no -wal and no -shm beside it: nothing has it open (SQLite keeps
+    both files while any connection does), so the image is the main file alone."""
+    if os.path.exists(db + "-wal") or os.path.exists(db + "-shm"):
+        return False
+    try:
+        with open(db, "rb") as f:
+            head = f.read(20)
+    except OSError:
+        return False
+    return len(head) == 20 and head[:16] == b"SQLite format 3\x00" and head[18] == 2 and head[19] == 2
+
+
+def file_stamp(db):
+    """What changes when anything writes the main file, or opens it in WAL mode."""
+    st = os.stat(db)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, os.path.exists(db + "-wal"),
+            os.path.exists(db + "-shm"))
+
+
+def _open_source(db, immutable=False):
+    """Read-only first; a WAL file with no -shm yet needs a normal open (as every Hermes CLI does).
+
+    immutable (an idle WAL image, see idle_wal_image): read without locks, so SQLite creates no
+    -wal/-shm beside a state.db that had none; the caller checks file_stamp() afterwards and
+    reads again the locking way if anything touched the file meanwhile."""
+    if immutable:
+        conn = sqlite3.connect("file:%s?mode=ro&immutable=1" % uri_path(db), uri=True, timeout=30.0)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn, "immutable"
+        except sqlite3.Error:
+            conn.close()
     uri = "file:%s?mode=ro" % uri_path(db)
     try:
         conn = sqlite3.connect(uri, uri=True, timeout=30.0)
@@ -327,19 +358,10 @@ def _open_source(db):
     return conn, "rw-query-only"
 
 
-def snapshot(loc, dest_root=None, label=None, now=None):
-    """Take the snapshot; returns (dir, manifest). Raises sqlite3.Error/OSError on failure (dir kept)."""
-    started = time.time()
-    base = dest_root or os.path.join(loc["fleetops"], "snapshots")
-    makedirs_private(base)
-    name = stamp_dir_name(loc["profile"], now) + ("-" + label if label else "")
-    d = os.path.join(base, name)
-    os.mkdir(d, 0o700)
-    out = os.path.join(d, "state.db")
-    src, mode = _open_source(loc["db"])
+def _copy(db, out, immutable):
+    """Online backup of db into out (replacing what is there); (open_mode, quick_check, pages, page size)."""
+    src, mode = _open_source(db, immutable)
     try:
-        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.close(fd)
         dst = sqlite3.connect(out)
         try:
             src.backup(dst)  # pages=-1: one step, one read transaction on the source
@@ -351,6 +373,27 @@ def snapshot(loc, dest_root=None, label=None, now=None):
             dst.close()
     finally:
         src.close()
+    return mode, qc, page_count, page_size
+
+
+def snapshot(loc, dest_root=None, label=None, now=None):
+    """Take the snapshot; returns (dir, manifest). Raises sqlite3.Error/OSError on failure (dir kept)."""
+    started = time.time()
+    base = dest_root or os.path.join(loc["fleetops"], "snapshots")
+    makedirs_private(base)
+    name = stamp_dir_name(loc["profile"], now) + ("-" + label if label else "")
+    d = os.path.join(base, name)
+    os.mkdir(d, 0o700)
+    out = os.path.join(d, "state.db")
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.close(fd)
+    idle = idle_wal_image(loc["db"])
+    stamp = file_stamp(loc["db"]) if idle else None
+    mode, qc, page_count, page_size = _copy(loc["db"], out, immutable=idle)
+    if idle and file_stamp(loc["db"]) != stamp:
+        # something opened or wrote it while it was read without locks: read it again, locking
+        mode, qc, page_count, page_size = _copy(loc["db"], out, immutable=False)
+        mode += " (the lock-free read was redone: state.db changed meanwhile)"
     os.chmod(out, 0o600)
     fsync_file(out)
     rec = file_record(out)

@@ -247,11 +247,9 @@ def test_connection_dropped_during_snapshot(lab, seeder, std_src, tmp_path):
     # the orphaned payload stops with its connection: it never finishes the snapshot it was writing
     wait_for(lambda: not payload_pids(h["uid"]), "the orphaned payload to end", limit=300)
     assert not os.path.exists(os.path.join(cut, "manifest.json"))
-    # the original is untouched; only SQLite's own empty sidecars may have appeared beside it
-    after = image_state(h["db"])
-    assert after["db"] == before["db"]
-    assert all(after[s] == before[s] for s in before)
-    assert after.get("-wal", (0,) * 6)[4] == 0          # no WAL frame: the image is state.db alone
+    # the original is untouched, and nothing appeared beside it: an idle image is read without
+    # locks, so SQLite creates no -wal/-shm even when the read is cut off
+    assert image_state(h["db"]) == before
 
     # the next run sets the half-written snapshot aside (kept, never used) and repairs
     r = fleetops("run", REPAIR, "-i", inv, "--json", "--results", runs, *FAST, cwd=tmp_path)

@@ -140,3 +140,54 @@ def test_active_profile_is_never_followed(home, tmp_path):
     assert not r["failed"] and r["manifest"]["source"]["db"] == str(home / "state.db")
     r = hermes_snapshot.main(args_for(home, profile="work"))
     assert r["failed"] and str(other / "state.db") in r["msg"]
+
+
+def _stopped(root):
+    """Hermes stopped cleanly: the WAL checkpointed and both sidecars gone, as after `gateway stop`."""
+    c = sqlite3.connect(str(root / "state.db"))
+    c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    c.close()
+    assert sorted(p.name for p in root.iterdir() if p.name.startswith("state.db")) == ["state.db"]
+
+
+def test_snapshot_of_a_stopped_store_leaves_no_sidecars_beside_it(home):
+    """A WAL-mode state.db with no -wal/-shm is read without locks: SQLite creates nothing beside it
+    (a plain read-only open would leave an empty -wal and a -shm behind, even after closing)."""
+    _stopped(home)
+    before = sha(home / "state.db")
+    r = hermes_snapshot.main(args_for(home))
+    assert not r["failed"], r["msg"]
+    assert sorted(p.name for p in home.iterdir() if p.name.startswith("state.db")) == ["state.db"]
+    assert sha(home / "state.db") == before
+    assert r["manifest"]["source"]["open_mode"] == "immutable"
+    snap = Path(r["snapshot_dir"]) / "state.db"
+    q = "SELECT count(*) FROM messages NOT INDEXED"
+    assert _count(snap, q) == _count(home / "state.db", q) > 0
+
+
+def test_lock_free_read_is_redone_when_a_writer_appears(home, monkeypatch):
+    """A writer opening the store during the lock-free read is seen (a -wal appears, the main file
+    changes): the snapshot is read again with locks and holds the writer's committed row."""
+    _stopped(home)
+    real = hermes_snapshot._copy
+    writer = []
+
+    def copy_then_write(db, out, immutable):
+        res = real(db, out, immutable)
+        if immutable and not writer:
+            c = sqlite3.connect(db)
+            c.execute("INSERT INTO state_meta(key, value) VALUES ('fleetops_test_late_write', 'x')")
+            c.commit()
+            writer.append(c)  # stays open: its row is in the WAL only
+        return res
+
+    monkeypatch.setattr(hermes_snapshot, "_copy", copy_then_write)
+    try:
+        r = hermes_snapshot.main(args_for(home))
+    finally:
+        for c in writer:
+            c.close()
+    assert not r["failed"], r["msg"]
+    assert r["manifest"]["source"]["open_mode"].startswith("ro (the lock-free read was redone")
+    snap = Path(r["snapshot_dir"]) / "state.db"
+    assert _count(snap, "SELECT count(*) FROM state_meta WHERE key = 'fleetops_test_late_write'") == 1
