@@ -106,8 +106,8 @@ class Play:
     vars_files: list = field(default_factory=list)  # paths joined to the playbook's directory
     serial: list = field(default_factory=list)      # [] = all hosts at once; ints and "N%" strings
     max_fail_percentage: float | None = None
-    # a templated serial / max_fail_percentage, resolved by validate() from play vars,
-    # vars_files and extra vars before any host is touched (see resolve_limits)
+    # a templated serial / max_fail_percentage: {key: (template, where)}, rendered by validate()
+    # from play vars, vars_files and extra vars before any host is touched (see set_limit)
     limit_templates: dict = field(default_factory=dict, repr=False)
     limits_resolved: bool = field(default=False, repr=False)
     any_errors_fatal: bool = False
@@ -288,7 +288,8 @@ def _serial(m: Mapping) -> list:
                          m.value_where("serial"))
 
 
-def _serial_items(raw, where_of, where: str) -> list:
+def _serial_items(raw, where_of, where_all: str) -> list:
+    """serial as a checked list; where_of(i) locates item i in errors, where_all the whole value."""
     items = raw if isinstance(raw, list) else [raw]
     out = []
     for i, item in enumerate(items):
@@ -309,7 +310,7 @@ def _serial_items(raw, where_of, where: str) -> list:
         raise BadInput(f"'serial' entries must be positive integers or '1%'..'100%', not {item!r}",
                        where=where)
     if not out:
-        raise BadInput("'serial' list is empty", where=where)
+        raise BadInput("'serial' list is empty", where=where_all)
     return out
 
 
