@@ -14,8 +14,6 @@ import sys
 from fleetops.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, BadInput
 
 EXIT_NOT_HEALTHY = 5
-PLAYBOOK = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                        "playbooks", "audit.yml")
 
 
 def _console():
@@ -35,16 +33,14 @@ def exit_code(rows: list, engine_code: int) -> int:
 
 def audit(args) -> int:
     """Run playbooks/audit.yml on the inventory, store the figures, print the fleet table (or --json)."""
-    from fleetops import runner
+    from fleetops import bundled, runner
     from fleetops.cli import _SECRETS
     from fleetops.engine.executor import RunOptions
     from fleetops.engine.results import DEFAULT_RESULTS_DIR
     from fleetops.hermes.audit import AuditCollector, print_fleet, rows_from, store_audit
 
-    if not os.path.isfile(PLAYBOOK):
-        raise BadInput("audit playbook missing from this install", where=PLAYBOOK)
     extra_vars = {"fleetops_deep": bool(args.deep)}
-    loaded = runner.load(PLAYBOOK, args.inventory, extra_vars, limit=args.limit, note_secrets=_SECRETS.update)
+    loaded = runner.load(bundled.path("audit"), args.inventory, extra_vars, limit=args.limit, note_secrets=_SECRETS.update)
     results_dir = getattr(args, "results", None) or DEFAULT_RESULTS_DIR
     options = RunOptions(limit=args.limit, extra_vars=extra_vars, check=False,
                          accept_new_host_keys=bool(getattr(args, "accept_new_host_keys", False)),

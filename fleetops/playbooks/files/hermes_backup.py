@@ -1,0 +1,1 @@
+../../remote/hermes_backup.py
