@@ -43,8 +43,11 @@ def _header(path: str) -> tuple:
             elif re.match(r"\s*Variables\b", text):
                 in_vars = True
             elif in_vars and re.match(r"\s{1,3}[A-Za-z_]\w*(\s|$)", text):
-                name, _, rest = text.strip().partition(" ")
-                variables.append((name, " ".join(rest.split())))
+                name, *rest = re.split(r"\s{2,}", text.strip(), maxsplit=2)
+                if len(rest) == 1 and " " in name:          # `name default` with one space between
+                    name, _, first = name.partition(" ")
+                    rest.insert(0, first)
+                variables.append((name, " — ".join(r.strip() for r in rest)))
             elif in_vars and re.match(r"\s{4,}\S", text) and variables:
                 variables[-1] = (variables[-1][0], f"{variables[-1][1]} {text.strip()}".strip())
             elif in_vars:

@@ -165,8 +165,10 @@ def cmd_run(args) -> int:
     from fleetops.engine.executor import RunOptions
     from fleetops.engine.results import DEFAULT_RESULTS_DIR
 
+    from fleetops import bundled
+
     extra_vars = parse_extra_vars(args.extra_vars)
-    loaded = runner.load(args.playbook, args.inventory, extra_vars, limit=args.limit, note_secrets=_SECRETS.update)
+    loaded = runner.load(bundled.resolve(args.playbook), args.inventory, extra_vars, limit=args.limit, note_secrets=_SECRETS.update)
     results_dir = args.results or DEFAULT_RESULTS_DIR
     options = RunOptions(
         limit=args.limit, tags=set(_split_tags(args.tags)), skip_tags=set(_split_tags(args.skip_tags)),
@@ -208,6 +210,54 @@ def cmd_hosts(args) -> int:
             console.print(f"  {escape(str(k))}: {escape(shown)}", soft_wrap=True)
     console.print(f"[dim]{len(names)} host(s)[/]")
     return 0
+
+
+def cmd_playbooks(args) -> int:
+    """List the bundled playbooks (what each does, the variables it takes), or copy one out."""
+    from fleetops import bundled
+
+    if args.copy:
+        name, dest = args.copy
+        for path in bundled.copy_out(name, dest):
+            print(f"copied {path}")
+        return 0
+    books = bundled.playbooks()
+    if args.json:
+        print(json.dumps({"directory": bundled.directory(), "playbooks": [
+            {"name": b.name, "path": b.path, "summary": b.summary,
+             "variables": [{"name": n, "text": t} for n, t in b.variables]} for b in books]}))
+        return 0
+    from rich.markup import escape
+    console = _console()
+    for b in books:
+        console.print(f"[bold]{escape(b.name)}[/]  {escape(b.summary)}", soft_wrap=True)
+        for n, t in b.variables:
+            console.print(f"    {escape(n)}  [dim]{escape(t)}[/]", soft_wrap=True)
+    console.print(f"[dim]fleetops run NAME -i INVENTORY runs one; fleetops playbooks --copy NAME DIR copies it "
+                  f"(with its templates and files) to adapt; installed in {escape(bundled.directory())}[/]",
+                  soft_wrap=True)
+    return 0
+
+
+def version_text() -> str:
+    """The package version and what it runs on: Python, paramiko, SQLite (for bug reports)."""
+    import platform
+    from importlib import metadata
+    try:
+        paramiko = metadata.version("paramiko")
+    except metadata.PackageNotFoundError:
+        paramiko = "missing"
+    return (f"fleetops {__version__} (Python {platform.python_version()}, paramiko {paramiko}, "
+            f"SQLite {sqlite3.sqlite_version})")
+
+
+class _VersionAction(argparse.Action):
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_text())
+        parser.exit()
 
 
 def cmd_report(args) -> int:
@@ -274,10 +324,8 @@ def cmd_lab(args) -> int:
         print(f"lab: {args.n} sshd host(s) up" + (f", plus mixed: {mixed}" if mixed else ""))
         if inv:
             print(f"inventory: {inv}")
-            demo = next((p for p in ("playbooks/demo.yml", "playbooks/site.yml") if os.path.exists(p)), None)
             print(f"next: fleetops hosts -i {shlex.quote(inv)}")
-            if demo:
-                print(f"      fleetops run {demo} -i {shlex.quote(inv)}")
+            print(f"      fleetops audit -i {shlex.quote(inv)}")
         return 0
     if args.lab_cmd == "down":
         stopped = lab.down()
@@ -305,25 +353,10 @@ def cmd_lab(args) -> int:
 
 
 def _hermes(name):
-    """`audit`/`inspect`/`salvage`: fleetops.hermes.cli.<name>(args) (salvage may live in salvage_cli)."""
-    candidates = ["fleetops.hermes.cli"] + (["fleetops.hermes.salvage_cli"] if name == "salvage" else [])
-
+    """`audit`/`inspect` (fleetops.hermes.cli) and `salvage` (fleetops.hermes.salvage_cli), imported when run."""
     def cmd(args) -> int:
-        fn = None
-        for modname in candidates:
-            try:
-                mod = importlib.import_module(modname)
-            except ModuleNotFoundError as exc:
-                if exc.name in ("fleetops.hermes", modname):
-                    continue
-                raise
-            fn = getattr(mod, name, None)
-            if fn is not None:
-                break
-        if fn is None:
-            raise BadInput(f"the Hermes command is not available in this build ({candidates[0]}.{name})",
-                           where=name)
-        rc = fn(args)
+        mod = importlib.import_module("fleetops.hermes.salvage_cli" if name == "salvage" else "fleetops.hermes.cli")
+        rc = getattr(mod, name)(args)
         return 0 if rc is None else int(rc)
     return cmd
 
@@ -334,11 +367,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="fleetops", description="Run YAML playbooks over SSH across a fleet of Hermes hosts.",
                 epilog="exit codes: 0 all ok; 2 a host failed; 3 a host unreachable and none failed; "
                        "4 bad input (nothing was run); 130 interrupted")
-    p.add_argument("--version", action="version", version=f"fleetops {__version__}")
+    p.add_argument("--version", action=_VersionAction, help="the version and the Python, paramiko and SQLite it runs on")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    r = sub.add_parser("run", help="run a playbook")
-    r.add_argument("playbook", metavar="PLAYBOOK")
+    r = sub.add_parser("run", help="run a playbook: a file, or a bundled one by name (fleetops playbooks)")
+    r.add_argument("playbook", metavar="PLAYBOOK", help="a playbook file, or the name of a bundled one (repair, ...)")
     r.add_argument("-i", "--inventory", required=True, metavar="INVENTORY")
     r.add_argument("-l", "--limit", metavar="PATTERN")
     r.add_argument("-t", "--tags", action="append", metavar="T[,T]")
@@ -354,6 +387,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="accept and record unknown host keys (never changed ones)")
     r.add_argument("--known-hosts", metavar="FILE", help="known_hosts file (default ~/.ssh/known_hosts)")
     r.set_defaults(func=cmd_run)
+
+    pb = sub.add_parser("playbooks", help="the bundled playbooks: what each does and takes; --copy one out")
+    pb.add_argument("--copy", nargs=2, metavar=("NAME", "DIR"), help="copy bundled playbook NAME into DIR")
+    pb.add_argument("--json", action="store_true")
+    pb.set_defaults(func=cmd_playbooks)
 
     h = sub.add_parser("hosts", help="matched hosts and their resolved variables (secrets masked)")
     h.add_argument("-i", "--inventory", required=True, metavar="INVENTORY")

@@ -55,6 +55,16 @@ if ! runuser -u nobody -- "$HV/bin/python" -c '' >/dev/null 2>&1; then
 fi
 export FLEETOPS_LAB_HERMES_VENV="$HV" FLEETOPS_HERMES_VENV="$HV"
 
+APP_VENV="${FLEETOPS_DEMO_VENV:-$ROOT/.demo-venv}"
+step "building a wheel of fleetops and installing it into its own venv ($APP_VENV): the demo runs what an operator installs"
+wheel_dir="$(mktemp -d)"
+"$VENV/bin/python" -m pip wheel -q --no-deps -w "$wheel_dir" "$ROOT" >/dev/null
+[ -x "$APP_VENV/bin/python" ] || python3 -m venv "$APP_VENV"
+"$APP_VENV/bin/pip" install -q --force-reinstall "$wheel_dir"/fleetops-*.whl >/dev/null
+rm -rf "$wheel_dir" "$ROOT/build"
+fleetops() { "$APP_VENV/bin/fleetops" "$@"; }
+fleetops --version
+
 step "starting fresh in ./$DEMO"
 down
 rm -rf "$DEMO"
@@ -74,8 +84,8 @@ rc=$?
 set -e
 [ "$rc" = 5 ] || { echo "demo: expected the audit to find damage (exit 5), got exit $rc" >&2; exit 1; }
 
-step "fleetops run playbooks/repair.yml: canary, then batches; stop writers, quarantine, repair, swap, restart, verify"
-fleetops run playbooks/repair.yml -i "$INV" --results "$RUNS" \
+step "fleetops run repair: canary, then batches; stop writers, quarantine, repair, swap, restart, verify"
+fleetops run repair -i "$INV" --results "$RUNS" \
   -e "hermes_bin=$HV/bin/hermes" -e stop_quiet_window=5 -e stop_grace=5
 
 step "fleetops audit again: every store healthy (exit 0)"
@@ -91,6 +101,7 @@ central results:   $ROOT/$RUNS/runs.db (every run, task and host result; fleetop
 per-host evidence: $ROOT/$RUNS/<run-id>/<host>/hermes/<profile>/ (snapshot and quarantine manifests,
                    repair and salvage reports, verify results)
 on each host:      ~/.hermes/fleetops/{snapshots,quarantine}/ (the damaged originals, sha256 in manifest.json)
-undo one host:     fleetops run playbooks/rollback.yml -i $INV -l lab03 --results $RUNS
+the installed tool: $APP_VENV/bin/fleetops (fleetops playbooks lists what it bundles)
+undo one host:     $APP_VENV/bin/fleetops run rollback -i $INV -l lab03 --results $RUNS
 stop the demo:     bash scripts/demo.sh down
 EOF

@@ -1,7 +1,6 @@
 """The `fleetops` command as an operator runs it: a real subprocess, exit codes, one-line errors."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -127,14 +126,6 @@ def test_report_without_runs(tmp_path):
     feed(ResultsStore(tmp_path / "fleetops-runs"), "r1")
     proc = fleetops("report", "r2", cwd=tmp_path)
     assert proc.returncode == 4 and "no run 'r2'" in one_error_line(proc)
-
-
-@pytest.mark.skipif(importlib.util.find_spec("fleetops.hermes.cli") is not None,
-                    reason="the Hermes commands exist now")
-def test_hermes_command_missing_is_clear(tmp_path):
-    proc = fleetops("inspect", "state.db", cwd=tmp_path)
-    assert proc.returncode == 4
-    assert "fleetops.hermes.cli.inspect" in one_error_line(proc)
 
 
 def test_unexpected_error_is_one_line(tmp_path):
@@ -335,3 +326,56 @@ def test_closed_stdout_does_not_break_the_run(tmp_path):
     assert p.returncode == 2
     run = ResultsStore(tmp_path / "res").get_run("latest")
     assert (run["status"], run["exit_code"], len(run["tasks"])) == ("failed", 2, 2)
+
+
+def test_version_names_what_it_runs_on():
+    proc = fleetops("--version")
+    assert proc.returncode == 0
+    import fleetops as pkg
+    line = proc.stdout.strip()
+    assert line.startswith(f"fleetops {pkg.__version__} (Python ") and "paramiko " in line and "SQLite " in line
+
+
+def test_playbooks_lists_every_bundled_one_with_its_variables(tmp_path):
+    proc = fleetops("playbooks", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    books = {b["name"]: b for b in doc["playbooks"]}
+    assert set(books) == {"audit", "repair", "rollback", "backup-units"}
+    for b in books.values():
+        assert b["summary"] and b["variables"], b
+        assert "issue" not in b["summary"].lower()
+    assert "repair_serial" in {v["name"] for v in books["repair"]["variables"]}
+    text = fleetops("playbooks", cwd=tmp_path).stdout
+    assert "backup_keep" in text and "rollback" in text
+
+
+def test_run_by_name_and_unknown_name(tmp_path):
+    """A bundled name runs from anywhere; an unknown one is one line naming the bundled ones."""
+    inv = tmp_path / "inv.yml"
+    inv.write_text("all:\n  hosts:\n    h1: {ansible_host: 127.0.0.1}\n")
+    proc = fleetops("run", "nosuch", "-i", inv, cwd=tmp_path)
+    assert proc.returncode == 4
+    line = one_error_line(proc)
+    assert "nosuch" in line and "audit, backup-units, repair, rollback" in line
+    # a bundled playbook found by name gets as far as validation of the user's -e (nothing contacted)
+    proc = fleetops("run", "repair", "-i", inv, "-e", "repair_serial=0", cwd=tmp_path)
+    assert proc.returncode == 4 and "serial" in one_error_line(proc)
+    # a file of the user's wins over a bundled name
+    (tmp_path / "repair").write_text("- hosts: all\n  gather_facts: false\n  tasks:\n    - nosuchmodule: {}\n")
+    proc = fleetops("run", "repair", "-i", inv, cwd=tmp_path)
+    assert proc.returncode == 4 and "nosuchmodule" in one_error_line(proc)
+
+
+def test_copy_out_a_bundled_playbook_never_overwrites(tmp_path):
+    proc = fleetops("playbooks", "--copy", "backup-units", tmp_path, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    for rel in ("backup-units.yml", "templates/hermes-backup.service.j2", "templates/hermes-backup.timer.j2",
+                "files/hermes_backup.py"):
+        f = tmp_path / rel
+        assert f.is_file() and not f.is_symlink(), rel
+    assert (tmp_path / "files/hermes_backup.py").read_bytes() == (ROOT / "fleetops/remote/hermes_backup.py").read_bytes()
+    before = (tmp_path / "backup-units.yml").read_bytes()
+    proc = fleetops("playbooks", "--copy", "backup-units", tmp_path, cwd=tmp_path)
+    assert proc.returncode == 4 and "overwrite" in one_error_line(proc)
+    assert (tmp_path / "backup-units.yml").read_bytes() == before
