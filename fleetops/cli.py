@@ -319,7 +319,7 @@ def cmd_lab(args) -> int:
     lab = Lab(**kwargs)
     if args.lab_cmd == "up":
         mixed = getattr(args, "with_kinds", None)
-        result = lab.up(args.n, mixed=mixed) if mixed else lab.up(args.n)
+        result = lab.up(args.n, mixed=mixed or (), per_sshd=args.per_sshd)
         inv = _lab_inventory(result, lab)
         print(f"lab: {args.n} sshd host(s) up" + (f", plus mixed: {mixed}" if mixed else ""))
         if inv:
@@ -414,6 +414,9 @@ def build_parser() -> argparse.ArgumentParser:
         lp = lab_sub.add_parser(name, help=helptext)
         if name == "up":
             lp.add_argument("n", type=_positive_int, metavar="N")
+            lp.add_argument("--per-sshd", type=_positive_int, metavar="K",
+                            help="hosts per sshd process (default 1 up to 64 hosts, else 16); each host "
+                                 "keeps its own port and user")
             lp.add_argument("--with", dest="with_kinds", metavar="KIND[,KIND]",
                             help="also start chrooted hosts of other kinds: aarch64 (arm01, qemu "
                                  "user-mode), oldstable (old01, Debian bullseye); the first use builds "

@@ -80,6 +80,32 @@ def load(playbook_path: str, inventory_path: str, extra_vars: dict, limit: str |
     return Loaded(playbook, inventory, extra_vars, values)
 
 
+DESCRIPTORS_PER_HOST = 4     # the SSH socket, a channel's wake-up pipe, the run lock's channel, slack
+DESCRIPTORS_BASE = 256       # the results store, logs, the interpreter's own
+
+
+def ensure_descriptors(hosts: int) -> int:
+    """Raise the soft open-files limit far enough for a connection per host, or refuse clearly.
+
+    Every host keeps one SSH connection for the whole run, so 1,000 hosts need a few thousand
+    descriptors where many systems start a process with a soft limit of 1,024. Returns the limit
+    in force; BadInput (nothing contacted) when even the hard limit is too low.
+    """
+    import resource
+
+    need = DESCRIPTORS_BASE + DESCRIPTORS_PER_HOST * hosts
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return soft
+    if hard != resource.RLIM_INFINITY and hard < need:
+        raise BadInput(f"{hosts} hosts need about {need} open files and this process may open at most {hard} "
+                       f"(ulimit -Hn); raise the hard limit (ulimit -n {need} as root, LimitNOFILE= in a unit, "
+                       f"nofile in limits.conf) or run on fewer hosts (--limit)", where="ulimit -n")
+    new = need if hard == resource.RLIM_INFINITY else min(hard, max(need, soft * 2))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+    return new
+
+
 def execute(loaded: Loaded, options, *, json_output: bool, console=None, sinks=()) -> Finished:
     """Run with the results store and the live view (or the --json collector) listening.
 
@@ -91,6 +117,7 @@ def execute(loaded: Loaded, options, *, json_output: bool, console=None, sinks=(
     from fleetops.engine.executor import run_playbook
     from fleetops.engine.results import ResultsStore, new_run_id
 
+    ensure_descriptors(len(loaded.inventory.select(options.limit or "all")))
     secrets = loaded.secret_values
     store = ResultsStore(options.results_dir, secret_values=secrets)
     if json_output:

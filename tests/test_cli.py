@@ -379,3 +379,34 @@ def test_copy_out_a_bundled_playbook_never_overwrites(tmp_path):
     proc = fleetops("playbooks", "--copy", "backup-units", tmp_path, cwd=tmp_path)
     assert proc.returncode == 4 and "overwrite" in one_error_line(proc)
     assert (tmp_path / "backup-units.yml").read_bytes() == before
+
+
+def test_a_fleet_bigger_than_the_hard_open_files_limit_is_refused_before_any_contact(tmp_path):
+    """1,200 hosts under `ulimit -Hn 1024`: one line naming the limit and the remedy, exit 4,
+    nothing contacted (the addresses would not answer anyway)."""
+    inv = tmp_path / "inv.ini"
+    inv.write_text("[big]\nh[0001:1200] ansible_host=127.0.0.1 ansible_port=9\n")
+    pb = tmp_path / "pb.yml"
+    pb.write_text("- hosts: all\n  gather_facts: false\n  tasks:\n    - command: 'true'\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="160")
+    env.pop("FLEETOPS_DEBUG", None)
+    cmd = f"ulimit -n 1024 && exec {sys.executable} -m fleetops run {pb} -i {inv} --results {tmp_path / 'runs'}"
+    proc = subprocess.run(["bash", "-c", cmd], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 4, proc.stderr
+    line = one_error_line(proc)
+    assert "ulimit -n" in line and "1200 hosts need about" in line and "at most 1024" in line
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_soft_open_files_limit_is_raised_for_a_big_fleet():
+    import resource
+    from fleetops.runner import ensure_descriptors
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (512, hard))
+    try:
+        got = ensure_descriptors(1000)
+        assert got >= 4256 and resource.getrlimit(resource.RLIMIT_NOFILE)[0] == got
+        assert ensure_descriptors(10) == got          # enough already: left as it is
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

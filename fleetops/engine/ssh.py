@@ -570,6 +570,9 @@ class SSHTransport(Transport):
             feeder.start()
         else:
             self._feed(chan, stdin)
+        # poll, not select: with a connection per host, descriptors pass FD_SETSIZE (1024) at scale
+        ready = select.poll()
+        ready.register(chan, select.POLLIN)
         while True:
             while chan.recv_ready():
                 out.add(chan.recv(READ_CHUNK))
@@ -584,7 +587,7 @@ class SSHTransport(Transport):
             wait = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
             if wait <= 0:
                 return self._timed_out(chan, out, err, timeout)
-            select.select([chan], [], [], wait)
+            ready.poll(wait * 1000)
         while not chan.status_event.is_set():
             wait = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
             if wait <= 0:

@@ -37,6 +37,8 @@ GLOBAL_LOCK = "/run/fleetops-lab.lock"   # serialises useradd/authorized_keys ed
 BANNER_TIMEOUT = 20.0
 EMULATED_CONNECT_TIMEOUT = 60.0   # seconds; an sshd under qemu on a loaded CI box is slow to kex
 FOREIGN_SLOWDOWN = 9        # chrooted/emulated hosts may take this many times longer to answer
+PORTS_PER_SSHD = 16         # sshd listens on at most 16 sockets (MAX_LISTEN_SOCKS)
+OWN_SSHD_UP_TO = 64         # labs up to this size give every host its own sshd
 LAB_ENV = ("HERMES_DISABLE_LAZY_INSTALLS=1 TIRITH_ENABLED=0 "
            "HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9")
 
@@ -197,16 +199,23 @@ class Lab:
         return self._load()["hosts"]
 
     # ---- public API --------------------------------------------------------
-    def up(self, n: int, mixed=()) -> dict:
+    def up(self, n: int, mixed=(), per_sshd: int | None = None) -> dict:
         """Start hosts 1..n (keeping those already running); returns the lab.json contents.
 
         `mixed` ("aarch64,oldstable" or a list) adds one chrooted host per kind (arm01, old01),
         building its root file system first if the cache has none (minutes, once per machine).
+        `per_sshd`: how many native hosts share one sshd process (default 1 up to
+        OWN_SSHD_UP_TO hosts, else PORTS_PER_SSHD). Hosts that share one still have their own
+        port and Unix user, and each port lets only its own user in (`Match LocalPort`); they
+        share the sshd's host key and its fate (killing it takes all of them down).
         """
         self._require_root()
         kinds = rootfs.kinds_from_spec(mixed)
         if n < 1 and not kinds:
             raise LabError("lab up needs at least 1 host")
+        per = per_sshd or (1 if n <= OWN_SSHD_UP_TO else PORTS_PER_SSHD)
+        if not 1 <= per <= PORTS_PER_SSHD:
+            raise LabError(f"per_sshd must be 1..{PORTS_PER_SSHD} (sshd listens on at most that many ports)")
         sshd = self._ensure_sshd() if n >= 1 else None
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
         os.makedirs(self.state_dir, mode=0o755, exist_ok=True)
@@ -217,23 +226,32 @@ class Lab:
             pub = _read(self.key_path + ".pub").strip()
             by_name = {h["name"]: h for h in state["hosts"]}
             used_ports = {h["port"] for h in state["hosts"] if h.get("port")}
-            starting = []
+            starting, groups = [], {}
             try:
                 for i in range(1, n + 1):
                     name = f"lab{i:02d}"
                     h = by_name.get(name)
                     if h is None:
                         h = {"name": name, "user": f"{self.prefix}{i:02d}", "port": None, "pid": None}
+                        if per > 1:
+                            h["sshd"] = f"sshd{(i - 1) // per + 1:03d}"
                         by_name[name] = h
                         state["hosts"].append(h)
                     if self._alive(h):
                         continue
-                    self._prepare_host(h, pub)
+                    self._prepare_host(h, pub, own_sshd=not h.get("sshd"))
                     if not h.get("port"):
                         h["port"] = _free_port(used_ports)
                         used_ports.add(h["port"])
+                    if h.get("sshd"):
+                        groups.setdefault(h["sshd"], []).append(h)
+                        continue
                     self._start(sshd, h)
                     starting.append(h)
+                for gname, members in groups.items():
+                    self._start_shared(sshd, gname, members)
+                for members in groups.values():
+                    self._wait_shared(sshd, members, used_ports)
                 for kind in kinds:
                     name = f"{rootfs.KINDS[kind]['host']}01"
                     h = by_name.get(name)
@@ -282,7 +300,7 @@ class Lab:
             owner_of = {}
             for h in state["hosts"]:
                 pid = h.get("pid")
-                if pid and self._alive(h):
+                if pid and pid not in owner_of and self._alive(h):
                     victims = [pid]
                     if h.get("kind"):
                         victims += _descendants(pid, h["root"])
@@ -446,8 +464,8 @@ class Lab:
                             f"fleetops-lab:{self.state_dir}", "-f", self.key_path], check=True)
         os.chmod(self.key_path, 0o600)
 
-    def _prepare_host(self, h: dict, pub: str) -> None:
-        """User (key-usable, own home), authorized key, host key and sshd_config for one host."""
+    def _prepare_host(self, h: dict, pub: str, own_sshd: bool = True) -> None:
+        """User (key-usable, own home), authorized key, and (own_sshd) host key and sshd_config paths."""
         user = h["user"]
         hdir = os.path.join(self.state_dir, "hosts", h["name"])
         os.makedirs(hdir, mode=0o700, exist_ok=True)
@@ -477,6 +495,8 @@ class Lab:
             os.chown(ak, pw.pw_uid, pw.pw_gid)
             os.chmod(ak, 0o600)
         h["home"] = pw.pw_dir
+        if not own_sshd:
+            return
         h["host_key"] = os.path.join(hdir, "ssh_host_ed25519_key")
         h["config"] = os.path.join(hdir, "sshd_config")
         h["log"] = os.path.join(hdir, "sshd.log")
@@ -723,9 +743,10 @@ class Lab:
                 with open(ak, "w") as f:
                     f.write("".join(x + "\n" for x in lines if x != pub))
 
-    def _config_text(self, h: dict, penalties: bool) -> str:
-        lines = [
-            f"Port {h['port']}",
+    def _config_text(self, h: dict, penalties: bool, shared: list | None = None) -> str:
+        """sshd_config for host `h`, or (shared) for several hosts on one sshd, each port its own user's."""
+        members = shared or [h]
+        lines = [f"Port {m['port']}" for m in members] + [
             "ListenAddress 127.0.0.1",
             f"HostKey {h['host_key']}",
             "PidFile none",
@@ -735,7 +756,7 @@ class Lab:
             "AuthorizedKeysFile .ssh/authorized_keys",
             "PasswordAuthentication no",
             "KbdInteractiveAuthentication no",
-            f"AllowUsers {h['user']}",
+            "AllowUsers " + " ".join(m["user"] for m in members),
             "MaxStartups 200",
             "MaxSessions 200",
             "LoginGraceTime 60",
@@ -748,22 +769,61 @@ class Lab:
         ]
         if penalties:
             lines.append("PerSourcePenalties no")   # OpenSSH >= 9.8 would throttle failing tests
+        if shared:                                  # Match blocks last: they run to the end of the file
+            for m in shared:
+                lines += [f"Match LocalPort {m['port']}", f"  AllowUsers {m['user']}"]
         return "\n".join(lines) + "\n"
 
-    def _write_config(self, sshd: str, h: dict) -> None:
+    def _write_config(self, sshd: str, h: dict, shared: list | None = None) -> None:
         if Lab._penalties_supported is None:
             with open(h["config"], "w") as f:
-                f.write(self._config_text(h, True))
+                f.write(self._config_text(h, True, shared))
             r = subprocess.run([sshd, "-t", "-f", h["config"]], capture_output=True, text=True)
             Lab._penalties_supported = r.returncode == 0 or "PerSourcePenalties" not in r.stderr
         with open(h["config"], "w") as f:
-            f.write(self._config_text(h, Lab._penalties_supported))
+            f.write(self._config_text(h, Lab._penalties_supported, shared))
         os.chmod(h["config"], 0o644)
 
-    def _start(self, sshd: str, h: dict) -> None:
+    def _start_shared(self, sshd: str, gname: str, members: list) -> None:
+        """One sshd for `members` (hosts of group `gname`): one port and one user each."""
+        gdir = os.path.join(self.state_dir, "sshds", gname)
+        os.makedirs(gdir, mode=0o700, exist_ok=True)
+        key = os.path.join(gdir, "ssh_host_ed25519_key")
+        if not os.path.exists(key):
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", gname, "-f", key], check=True)
+        for m in members:
+            m.update(host_key=key, config=os.path.join(gdir, "sshd_config"), log=os.path.join(gdir, "sshd.log"))
+        self._start(sshd, members[0], shared=members)
+        for m in members[1:]:
+            m["pid"] = members[0]["pid"]
+
+    def _wait_shared(self, sshd: str, members: list, used_ports: set, attempts: int = 5) -> None:
+        """Banner on every member's port; if the shared sshd died (a port taken meanwhile), new ports."""
+        for _ in range(attempts):
+            deadline = time.monotonic() + BANNER_TIMEOUT
+            waiting = list(members)
+            p = self._procs.get(members[0]["pid"])
+            while waiting and time.monotonic() < deadline and (p is None or p.poll() is None):
+                waiting = [m for m in waiting if not self._banner(m["port"])]
+                if waiting:
+                    time.sleep(0.05)
+            if not waiting:
+                return
+            if p is not None and p.poll() is None:
+                raise LabError(f"lab sshd {members[0]['sshd']}: no SSH banner on 127.0.0.1:{waiting[0]['port']} "
+                               f"within {BANNER_TIMEOUT:.0f}s (see {members[0]['log']})")
+            self._procs.pop(members[0]["pid"], None)
+            for m in members:
+                m["port"] = _free_port(used_ports)
+                used_ports.add(m["port"])
+            self._start_shared(sshd, members[0]["sshd"], members)
+        tail = _read(members[0]["log"]).strip().splitlines()[-1:] or ["?"]
+        raise LabError(f"lab sshd {members[0]['sshd']}: keeps exiting: {tail[0]} (see {members[0]['log']})")
+
+    def _start(self, sshd: str, h: dict, shared: list | None = None) -> None:
         if h.get("kind"):
             return self._start_foreign(h)
-        self._write_config(sshd, h)
+        self._write_config(sshd, h, shared)
         log = open(h["log"], "ab")
         try:
             p = subprocess.Popen([sshd, "-D", "-f", h["config"], "-E", h["log"]],

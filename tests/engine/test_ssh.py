@@ -371,3 +371,26 @@ def test_encrypted_key_through_ssh_agent(lab, tmp_path, monkeypatch):
         keep = [line for line in _read(ak).splitlines() if line.strip() != pub]
         with open(ak, "w") as f:
             f.write("".join(line + "\n" for line in keep))
+
+
+def test_commands_run_when_descriptors_pass_fd_setsize(lab):
+    """At fleet scale the controller holds a connection per host: its descriptors pass 1024,
+    where select() refuses them. A command on a channel numbered above that still runs."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1400:
+        pytest.fail(f"this machine's hard descriptor limit ({hard}) is below what the fleet-scale case needs")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1400), hard))
+    filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        t = SSHTransport(_params(lab))
+        t.connect()
+        try:
+            r = t.run("echo scale")
+            assert r.rc == 0 and r.stdout == b"scale\n"
+        finally:
+            t.close()
+    finally:
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -156,3 +156,38 @@ def test_not_root_is_a_clear_error(tmp_path, monkeypatch):
     with pytest.raises(LabError):
         Lab(str(tmp_path)).down()
     assert not (tmp_path / "lab.json").exists()
+
+
+def test_hosts_sharing_an_sshd_keep_their_own_port_and_user(lab):
+    """A lab of 20 hosts, 8 per sshd (3 processes): each host answers as its own user on its own
+    port, another host's user is refused there, and `down` stops each shared sshd once."""
+    state_dir = tempfile.mkdtemp(prefix="fleetops-lab3-")
+    shared = Lab(state_dir, prefix=(lab.prefix + "s")[:20])
+    try:
+        shared.up(20, per_sshd=8)
+        hosts = shared.hosts
+        pids = {h["pid"] for h in hosts}
+        assert len(hosts) == 20 and len(pids) == 3 and len({h["port"] for h in hosts}) == 20
+        assert all(is_lab_sshd(h["pid"], h["config"]) for h in hosts)
+        for h in (hosts[0], hosts[7], hosts[8], hosts[19]):
+            t = SSHTransport(shared.ssh_params(h["name"]))
+            t.connect()
+            assert t.run("whoami").stdout.decode().strip() == h["user"]
+            t.close()
+        # the same key is authorised for every user: only the Match block keeps lab02's user off lab01
+        wrong = shared.ssh_params("lab01")
+        wrong.user = hosts[1]["user"]
+        t = SSHTransport(wrong)
+        with pytest.raises(Exception) as exc:
+            t.connect()
+        t.close()
+        assert "auth" in str(exc.value).lower(), exc.value
+        assert f"User {hosts[1]['user']} from 127.0.0.1 not allowed because not listed in AllowUsers" \
+            in _read(hosts[0]["log"])
+        killed = shared.down()
+        assert sorted(killed) == sorted(pids)
+        assert all(not r["alive"] for r in shared.status())
+        assert all(_banner(h["port"]) == b"" for h in hosts)
+    finally:
+        shared.down()
+        shutil.rmtree(state_dir, ignore_errors=True)
