@@ -175,7 +175,8 @@ def cmd_run(args) -> int:
         extra_vars=extra_vars, forks=args.forks, check=args.check, diff=args.diff,
         accept_new_host_keys=args.accept_new_host_keys, results_dir=results_dir, known_hosts=args.known_hosts)
     real_stdout = sys.stdout
-    done = runner.execute(loaded, options, json_output=args.json, console=None if args.json else _console())
+    done = runner.execute(loaded, options, json_output=args.json, console=None if args.json else _console(),
+                          view=args.view)
     done.store.close()
     if args.json:
         real_stdout.write(json.dumps(done.view.document(), ensure_ascii=False, default=str) + "\n")
@@ -382,6 +383,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("-C", "--check", action="store_true", help="change nothing; report what would change")
     r.add_argument("-D", "--diff", action="store_true", help="show diffs of edited files")
     r.add_argument("--json", action="store_true", help="one JSON document on stdout instead of the live view")
+    r.add_argument("--view", choices=("auto", "hosts", "tasks"), default="auto",
+                   help="live view: a line per host per task (hosts), one progress line per task with "
+                        "failures as they happen (tasks), or tasks above 50 hosts (auto, the default)")
     r.add_argument("--results", metavar="DIR", help="results store directory (default ./fleetops-runs)")
     r.add_argument("--accept-new-host-keys", action="store_true",
                    help="accept and record unknown host keys (never changed ones)")

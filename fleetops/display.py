@@ -28,6 +28,9 @@ RUN_STYLES = {"ok": "bold green", "failed": "bold red", "unreachable": "bold mag
               "interrupted": "bold yellow", "running": "yellow"}
 MSG_EXCERPT = 160
 FLUSH_INTERVAL = 0.1   # seconds between batched prints while the live panel is up
+TASKS_VIEW_FROM = 50   # plays on more hosts than this show one progress line per task (view "auto")
+VIEWS = ("auto", "hosts", "tasks")
+RECAP_ROWS = 50        # in the tasks view, the recap lists at most this many hosts that did not go well
 
 
 def _opt(options, name):
@@ -64,6 +67,22 @@ def recap_table(stats: dict, title: str = "Recap") -> Table:
     return table
 
 
+def recap_summary(stats: dict, rows: int = RECAP_ROWS) -> list:
+    """The recap of a big run: one line of totals, then only the hosts that failed, were
+    unreachable or were rescued (at most `rows`; the rest are named by count)."""
+    totals = {k: sum(int((c or {}).get(k, 0) or 0) for c in stats.values()) for k in COUNTERS}
+    line = " · ".join(f"[{STYLES[k]}]{k} {v}[/]" if v and k != "ok" else f"{k} {v}" for k, v in totals.items())
+    out = [Text.from_markup(f"[bold]Recap[/] {len(stats)} host(s): {line}")]
+    bad = {h: c for h, c in stats.items() if any(int((c or {}).get(k, 0) or 0)
+                                                  for k in ("failed", "unreachable", "rescued"))}
+    if bad:
+        shown = dict(sorted(bad.items())[:rows])
+        out.append(recap_table(shown, title=f"hosts that did not go well ({len(bad)})"))
+        if len(bad) > rows:
+            out.append(Text(f"… and {len(bad) - rows} more (fleetops report --json has every host)"))
+    return out
+
+
 class LiveDisplay(EventSink):
     """Rich terminal view: live panel of hosts in flight, results as they land, recap at the end.
 
@@ -72,7 +91,16 @@ class LiveDisplay(EventSink):
     """
 
     def __init__(self, console: Console | None = None, secret_values: set | None = None,
-                 results_dir: str | None = None, live: bool | None = None, refresh_per_second: float = 4):
+                 results_dir: str | None = None, live: bool | None = None, refresh_per_second: float = 4,
+                 view: str = "auto"):
+        """view: "hosts" prints a line per host per task; "tasks" one progress line per task, with
+        failed and unreachable hosts listed as they happen; "auto" picks "tasks" for plays on more
+        than TASKS_VIEW_FROM hosts. The full per-host detail is in the results store either way."""
+        if view not in VIEWS:
+            raise ValueError(f"view must be one of {VIEWS}")
+        self.view = view
+        self.tasks_view = view == "tasks"
+        self.progress: dict | None = None
         self.console = console or Console(highlight=False)
         self.secret_values = set(secret_values or ())
         self.results_dir = results_dir
@@ -141,7 +169,8 @@ class LiveDisplay(EventSink):
                 table.add_row(f"… {len(flights) - 20} more", "", "")
             counts = "  ".join(f"[{STYLES[k]}]{k}={v}[/]" for k, v in self.totals.items() if v or k == "ok")
             elapsed = now - self.started if self.started else 0.0
-            head = Text.from_markup(f"{len(self.in_flight)} host(s) in flight · {counts} · {elapsed:.1f}s")
+            task = f" · {self._progress_text(self.progress, now)}" if self.progress else ""
+            head = Text.from_markup(f"{len(self.in_flight)} host(s) in flight · {counts} · {elapsed:.1f}s{task}")
             return Panel(Group(head, table), title=f"fleetops {self.run_id or ''}", title_align="left")
 
     def stop_live(self) -> None:
@@ -176,7 +205,26 @@ class LiveDisplay(EventSink):
             self._flusher = threading.Thread(target=self._flush_loop, name="fleetops-display", daemon=True)
             self._flusher.start()
 
+    @staticmethod
+    def _progress_text(p: dict, now: float) -> str:
+        """`done/total · ok … · elapsed · rate` of a task's progress record (markup)."""
+        done = sum(p["counts"].values())
+        took = max(now - p["started"], 1e-6)
+        counts = " · ".join(f"[{STYLES[k]}]{k} {p['counts'][k]}[/]" if p["counts"][k] else f"{k} 0"
+                            for k in ("ok", "changed", "failed", "unreachable", "skipped"))
+        return f"{done}/{p['total']} done · {counts} · {took:.1f}s · {done / took:.1f} hosts/s"
+
+    def _end_task(self) -> None:
+        """In the tasks view, the finished task's one line."""
+        with self._lock:
+            p, self.progress = self.progress, None
+        if p is not None and self.tasks_view:
+            self._print(f"  [dim]{self._t(p['name'])}:[/] {self._progress_text(p, time.monotonic())}")
+
     def play_start(self, play_index, play_name, hosts):
+        self._end_task()
+        if self.view == "auto":
+            self.tasks_view = len(hosts) > TASKS_VIEW_FROM
         with self._lock:
             self.play_hosts = list(hosts)
             for h in hosts:
@@ -185,12 +233,17 @@ class LiveDisplay(EventSink):
         self._print(f"[bold blue]PLAY[/] [bold]{self._t(play_name)}[/] [dim]({len(hosts)} host(s))[/]")
 
     def batch_start(self, play_index, batch_index, hosts):
+        self._end_task()
         if batch_index or len(hosts) != len(self.play_hosts):
             self._print(f"[dim]batch {batch_index + 1}: {len(hosts)} host(s)[/]")
 
     def task_start(self, play_index, task_index, task_name, module, hosts):
+        self._end_task()
         with self._lock:
             self.current_task = task_name
+            self.progress = {"name": task_name, "total": len(hosts), "started": time.monotonic(),
+                             "counts": {k: 0 for k in ("ok", "changed", "failed", "unreachable", "skipped",
+                                                       "rescued", "ignored")}}
         self._print(f"[bold]TASK[/] {self._t(task_name)} [dim]({self._t(module)})[/]")
 
     def host_task_start(self, host, task_name):
@@ -206,6 +259,10 @@ class LiveDisplay(EventSink):
             counters = self.stats.setdefault(host, {k: 0 for k in COUNTERS})
             for k in counter_increments(status):
                 counters[k] += 1
+            if self.progress is not None:
+                self.progress["counts"][status] += 1
+        if self.tasks_view and status in ("ok", "changed", "skipped") and module != "debug":
+            return
         line = f"  [{STYLES[status]}]{status:<11}[/] {self._t(host)}"
         dur = result.get("duration")
         if dur is None and started is not None and ended is not None:
@@ -219,15 +276,21 @@ class LiveDisplay(EventSink):
         self._print(line)
 
     def play_end(self, play_index, stopped_reason):
+        self._end_task()
         if stopped_reason:
             self._print(f"[bold red]play stopped:[/] {self._t(stopped_reason)}")
 
     def run_end(self, status, stats, exit_code):
+        self._end_task()
         self.stop_live()
         with self._lock:
             self.final_stats = clean(stats, self.secret_values) if stats else dict(self.stats)
         self._print(Text(""))
-        self._print(recap_table(self.final_stats))
+        if self.tasks_view:
+            for renderable in recap_summary(self.final_stats):
+                self._print(renderable)
+        else:
+            self._print(recap_table(self.final_stats))
         style = RUN_STYLES.get(status, "bold")
         where = f"{self.results_dir}/runs.db" if self.results_dir else "the results store"
         self._print(f"[{style}]{self._t(status)}[/] (exit {exit_code}) · run [bold]{self._t(self.run_id)}[/]"

@@ -106,7 +106,7 @@ def ensure_descriptors(hosts: int) -> int:
     return new
 
 
-def execute(loaded: Loaded, options, *, json_output: bool, console=None, sinks=()) -> Finished:
+def execute(loaded: Loaded, options, *, json_output: bool, console=None, sinks=(), view: str = "auto") -> Finished:
     """Run with the results store and the live view (or the --json collector) listening.
 
     Ctrl-C once: start no new task, let running ones finish, record the run interrupted.
@@ -125,7 +125,7 @@ def execute(loaded: Loaded, options, *, json_output: bool, console=None, sinks=(
         view = JsonCollector(secret_values=secrets, results_dir=options.results_dir)
     else:
         from fleetops.display import LiveDisplay
-        view = LiveDisplay(console=console, secret_values=secrets, results_dir=options.results_dir)
+        view = LiveDisplay(console=console, secret_values=secrets, results_dir=options.results_dir, view=view)
     run_id = new_run_id()
     stop = threading.Event()
     presses = [0]

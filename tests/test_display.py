@@ -129,3 +129,58 @@ def test_live_view_with_many_worker_threads():
     view.run_end("ok", None, 0)
     assert view.totals["changed"] == 8 * 10 and view.totals["ok"] == 8 * 10
     assert view.stats["h03"]["ok"] == 20 and view.stats["h03"]["changed"] == 10
+
+
+def _big_run(view, hosts: int, tasks: int = 3):
+    names = [f"h{i:04d}" for i in range(hosts)]
+    view.run_start("rid-big", "pb.yml", "inv.yml", {})
+    view.play_start(0, "fleet", names)
+    stats = {h: {"ok": 0, "changed": 0, "unreachable": 0, "failed": 0, "skipped": 0, "rescued": 0, "ignored": 0}
+             for h in names}
+    alive = list(names)
+    for t in range(tasks):
+        view.task_start(0, t, f"step {t}", "command", alive)
+        for i, h in enumerate(alive):
+            if t == 1 and i % 250 == 7:
+                res, key = {"failed": True, "msg": f"boom on {h}"}, "failed"
+            elif t == 0 and i == 3:
+                res, key = {"unreachable": True, "msg": "connection refused"}, "unreachable"
+            else:
+                res, key = {"changed": t == 2}, "changed" if t == 2 else "ok"
+            stats[h][key] += 1
+            view.host_result(h, 0, t, f"step {t}", "command", res, 0.0, 0.1)
+        alive = [h for h in alive if stats[h]["failed"] == 0 and stats[h]["unreachable"] == 0]
+    view.play_end(0, None)
+    view.run_end("failed", stats, 2)
+    return stats
+
+
+def test_a_big_play_shows_one_line_per_task_and_only_the_hosts_that_went_wrong():
+    console = Console(record=True, width=200, force_terminal=False)
+    view = LiveDisplay(console=console)
+    _big_run(view, 1000)
+    text = console.export_text()
+    lines = text.splitlines()
+    assert len(lines) < 40, len(lines)
+    progress = [ln for ln in lines if "done ·" in ln]
+    assert [ln.split(":")[0].strip() for ln in progress] == ["step 0", "step 1", "step 2"]
+    assert "1000/1000 done · ok 999 · changed 0 · failed 0 · unreachable 1" in progress[0]
+    assert "999/999 done · ok 995 · changed 0 · failed 4" in progress[1]
+    assert "995/995 done · ok 0 · changed 995" in progress[2]
+    assert "hosts/s" in progress[0]
+    # failures and unreachable hosts are listed as they happen, each once, with the reason
+    assert re.search(r"unreachable\s+h0003 0\.10s: connection refused", text)
+    assert len(re.findall(r"failed\s+h\d{4} 0\.10s: boom on", text)) == 4
+    assert "Recap 1000 host(s): ok 1994 · changed 995 · unreachable 1 · failed 4" in text
+    assert set(recap_rows(text)) == {"h0003", "h0008", "h0258", "h0508", "h0758"}
+
+
+def test_the_view_can_be_chosen():
+    small = Console(record=True, width=200)
+    _big_run(LiveDisplay(console=small, view="tasks"), 5, tasks=1)
+    text = small.export_text()
+    assert "5/5 done" in text and "TASK step 0" in text and not re.search(r"ok\s+h0000", text)
+    big = Console(record=True, width=200)
+    _big_run(LiveDisplay(console=big, view="hosts"), 60, tasks=1)
+    text = big.export_text()
+    assert len(re.findall(r"\bok\s+h\d{4} 0\.10s", text)) == 59 and "done ·" not in text
