@@ -39,7 +39,8 @@ def audit(args) -> int:
     from fleetops.engine.results import DEFAULT_RESULTS_DIR
     from fleetops.hermes.audit import AuditCollector, print_fleet, rows_from, store_audit
 
-    extra_vars = {"fleetops_deep": bool(args.deep)}
+    extra_vars = {"fleetops_deep": bool(args.deep),
+                  "fleetops_write_probe": bool(getattr(args, "write_probe", False))}
     loaded = runner.load(bundled.path("audit"), args.inventory, extra_vars, limit=args.limit, note_secrets=_SECRETS.update)
     results_dir = getattr(args, "results", None) or DEFAULT_RESULTS_DIR
     options = RunOptions(limit=args.limit, extra_vars=extra_vars, check=False,
