@@ -199,7 +199,7 @@ def read_logs(home, since, now, tail_bytes):
 
     The same record is written to errors.log, agent.log and gateway.log alike: it counts once."""
     files = {}
-    seen = set()
+    seen = {}
     kinds = {}
     for name in LOG_FILES:
         path = os.path.join(home, "logs", name)
@@ -221,11 +221,13 @@ def read_logs(home, since, now, tail_bytes):
                 continue
             key = (round(ts, 3), text.split("\n", 1)[0][23:])
             if key in seen:
+                if seen[key] is not None and name not in kinds[seen[key]]["files"]:
+                    kinds[seen[key]]["files"].append(name)
                 continue
             kind = _classify(text)
+            seen[key] = kind
             if kind is None:
                 continue
-            seen.add(key)
             k = kinds.setdefault(kind, {"count": 0, "last_hour": 0, "first_ts": ts, "last_ts": ts,
                                         "sample": None, "files": [], "_ts": []})
             k["count"] += 1
