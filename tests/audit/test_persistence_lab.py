@@ -224,3 +224,33 @@ def _walk_dicts(o):
     elif isinstance(o, list):
         for v in o:
             yield from _walk_dicts(v)
+
+
+def test_write_probe_beside_a_live_writer_and_refused_on_damage(lab, seeder, std_src, tmp_path):
+    hosts = [h["name"] for h in lab.hosts]
+    err_host, busy_host = hosts[:2]
+    _seed_write_errors(seeder, err_host, std_src, tmp_path, messages=5, interval=0.1)
+    writer_log = _seed_busy(seeder, busy_host, std_src)
+    _p, first = _audit(lab, tmp_path)
+    before = _read(writer_log)
+    p, doc = _audit(lab, tmp_path, "--write-probe")
+    assert p.returncode == 5, p.stderr[-2000:]
+    rows = {r["host"]: r for r in doc["databases"] if r["profile"] == "default"}
+    wp = rows[busy_host]["persistence"]["write_probe"]
+    assert wp["done"] and wp["ok"] and wp["journal_mode"] == "wal", wp
+    assert rows[busy_host]["verdict"] == "healthy"
+    refused = rows[err_host]["persistence"]["write_probe"]
+    assert refused["done"] is False and "structural_corruption" in refused["refused"], refused
+    _wait_for(lambda: _read(writer_log).count("committed") > before.count("committed") + 5, 60,
+              "the writer to keep committing after the probe")
+    after = _read(writer_log)[len(before):]
+    assert "error" not in after, after[-2000:]
+    # two runs: report --audit trends the condition run by run
+    rep = subprocess.run([sys.executable, "-m", "fleetops", "report", doc["run_id"], "--results",
+                          str(tmp_path / "runs"), "--audit", "--json"], capture_output=True, text=True,
+                         cwd=str(REPO), timeout=120)
+    audit = next(v for v in _walk_dicts(json.loads(rep.stdout)) if "databases" in v and "trends" in v)
+    tr = {t["host"]: [r["run_id"] for r in t["runs"]] for t in audit["trends"]}
+    assert tr[busy_host] == [first["run_id"], doc["run_id"]]
+    pers = {t["host"]: [r["persisting"] for r in t["runs"]] for t in audit["trends"]}
+    assert pers[busy_host] == ["yes", "yes"] and pers[err_host][-1] in ("errors", "no")
