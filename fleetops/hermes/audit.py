@@ -325,7 +325,7 @@ def store_audit(store, run_id: str, results: dict) -> None:
                 r["errors_total"], json.dumps(r["errors_by_object"]), r["holders"], r["holders_status"],
                 r["backup_age_hours"], r["wal_bytes"], r["db_bytes"], json.dumps(r["warnings"]),
                 json.dumps(clean(r["reasons"])), r["audited_at"]))
-        store_persistence(c, run_id, rows)
+        store_persistence(c, run_id, rows, clean)
         for host, res in results.items():
             res = res or {}
             tool = res.get("host_tooling") or {}
@@ -337,10 +337,11 @@ def store_audit(store, run_id: str, results: dict) -> None:
                 tool.get("sqlite3_shell"), tool.get("recover"), (res.get("services") or {}).get("user_manager")))
 
 
-def store_persistence(c, run_id: str, rows: list[dict]) -> None:
-    """One audit_persistence row per audited database: the condition's figures, for trends."""
+def store_persistence(c, run_id: str, rows: list[dict], clean=lambda x: x) -> None:
+    """One audit_persistence row per audited database: the condition's figures, for trends.
+    Log lines are Hermes' own (it redacts them); they are scrubbed again like every stored result."""
     for r in rows:
-        p = r.get("persistence")
+        p = clean(r.get("persistence"))
         if not p:
             continue
         c.execute("INSERT OR REPLACE INTO audit_persistence VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (

@@ -62,7 +62,7 @@ def audit(args) -> int:
     code = exit_code(rows, done.exit_code)
     if args.json:
         doc = {"run_id": done.run_id, "exit_code": code, "engine_exit_code": done.exit_code,
-               "healthy": code == 0, "databases": rows,
+               "healthy": code == 0, "databases": store.clean(rows),
                "hosts": {h: store.clean(r) for h, r in collector.results.items()}}
         real_stdout.write(json.dumps(doc, ensure_ascii=False, default=str) + "\n")
         real_stdout.flush()

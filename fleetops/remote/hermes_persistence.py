@@ -574,6 +574,20 @@ def write_probe(rec, opts):
     return out
 
 
+def _capture_warnings(rec):
+    """Retired-WAL captures beside the store: forensic evidence to keep, named with what they say."""
+    caps = (rec.get("backups") or {}).get("retired_wal_captures") or []
+    if not caps:
+        return []
+    newest = caps[-1]
+    what = ", ".join("%s %s" % (k, newest[k]) for k in ("trigger", "captured_at", "pid") if newest.get(k))
+    if newest.get("pid_alive"):
+        what += " (that PID still runs)"
+    return [{"code": "retired_wal_captures", "msg": "%d retired-WAL capture(s) beside state.db, newest %s%s: keep them"
+             % (len(caps), os.path.basename(newest["path"]), (" (" + what + ")") if what else
+                ("" if newest.get("manifest") else " (no manifest.json)"))}]
+
+
 def apply(rec, entry, opts, now):
     """Add the persistence evidence, condition `not_persisting` and its warnings to an audit record."""
     if rec.get("verdict") == "missing" and not os.path.exists(rec.get("db") or ""):
@@ -586,6 +600,7 @@ def apply(rec, entry, opts, now):
         if wp.get("done") and not wp.get("ok"):
             reasons.append("write probe failed: %s" % wp.get("error"))
             ev["persisting"] = "no"
+    warns.extend(_capture_warnings(rec))
     rec["warnings"].extend(warns)
     if reasons:
         ev["reasons"] = reasons

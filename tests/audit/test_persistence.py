@@ -317,3 +317,18 @@ def test_write_probe_that_cannot_write_is_not_persisting(std_src, tmp_path):
     assert wp["done"] and not wp["ok"] and "database is locked" in wp["error"], wp
     assert rec["verdict"] == "not_persisting" and rec["persistence"]["persisting"] == "no"
     assert any(r.startswith("write probe failed: OperationalError: database is locked") for r in rec["reasons"])
+
+
+def test_retired_wal_captures_are_a_warning_naming_the_newest(std_src, tmp_path):
+    db = _image(std_src, tmp_path)
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a PID that no longer runs
+    cap = tmp_path / ("state.db.retired-wal-20260920-101500-%d" % gone.pid)
+    cap.mkdir()
+    (cap / "manifest.json").write_text(json.dumps({"version": 1, "trigger": "deleted_wal_generation",
+                                                   "pid": gone.pid, "captured_at": "2026-09-20T10:15:00Z"}))
+    rec = _audit(db)
+    w = [x["msg"] for x in rec["warnings"] if x["code"] == "retired_wal_captures"]
+    assert w == ["1 retired-WAL capture(s) beside state.db, newest %s (trigger deleted_wal_generation, "
+                 "captured_at 2026-09-20T10:15:00Z, pid %d): keep them" % (cap.name, gone.pid)], w
+    assert rec["verdict"] == "healthy"
