@@ -332,3 +332,18 @@ def test_retired_wal_captures_are_a_warning_naming_the_newest(std_src, tmp_path)
     assert w == ["1 retired-WAL capture(s) beside state.db, newest %s (trigger deleted_wal_generation, "
                  "captured_at 2026-09-20T10:15:00Z, pid %d): keep them" % (cap.name, gone.pid)], w
     assert rec["verdict"] == "healthy"
+
+
+def test_gateway_up_for_hours_while_nothing_reached_the_store(tmp_path):
+    home = _home(tmp_path)
+    db = home / "state.db"
+    db.write_bytes(b"x")
+    now = time.time()
+    gw = {"pid": 4242, "started_ts": now - 8 * 3600, "uptime_s": 8 * 3600.0, "holds_store": False}
+    _ev, (reasons, warns) = _evidence(home, db, now, gateway=gw, newest=now - 9 * 3600)
+    codes = {w["code"]: w["msg"] for w in warns}
+    assert reasons == []  # idle or losing: a finding to look at, not proof
+    assert "has run 8.0 h and no message reached the store since it started" in codes["no_message_since_gateway_start"]
+    assert codes["gateway_without_store"] == "gateway PID 4242 has run 8.0 h without state.db open"
+    _ev, (_r, warns) = _evidence(home, db, now, gateway=dict(gw, holds_store=True), newest=now - 60)
+    assert not {w["code"] for w in warns} & {"no_message_since_gateway_start", "gateway_without_store"}
