@@ -424,7 +424,7 @@ def judge(ev, now, stale_hours):
     if recent:
         warns.append({"code": "write_errors", "msg": "%d write error(s) in the last hour: %s" % (
             sum(v["last_hour"] for v in recent.values()),
-            "; ".join("%s %d (first %s, last %s)" % (k, v["last_hour"], v["first"], v["last"])
+            "; ".join("%s %d (%d since %s, last %s)" % (k, v["last_hour"], v["count"], v["first"], v["last"])
                       for k, v in sorted(recent.items())))})
     dio = kinds.get("disk_io") or kinds.get("locking_protocol")
     fs = ev.get("filesystem") or {}

@@ -107,7 +107,7 @@ def _set_mtime(path, t):
     os.utime(path, (t, t))
 
 
-def test_errors_after_the_last_write_mean_not_persisting(tmp_path):
+def test_errors_after_the_last_write_mean_not_persisting(tmp_path, kolkata):
     home = _home(tmp_path, errors=ROUTING + SUPERVISED)
     db = home / "state.db"
     db.write_bytes(b"x")
@@ -121,7 +121,8 @@ def test_errors_after_the_last_write_mean_not_persisting(tmp_path):
     _set_mtime(db, _ts("2026-09-07 21:20:00"))
     ev, (reasons, warns) = _evidence(home, db, now)
     assert reasons == []
-    assert "1 write error(s) in the last hour: malformed 1" in next(w["msg"] for w in warns if w["code"] == "write_errors")
+    assert next(w["msg"] for w in warns if w["code"] == "write_errors") == (
+        "1 write error(s) in the last hour: malformed 1 (2 since 2026-09-07T11:35:28Z, last 2026-09-07T15:33:05Z)")
     # a day later: nothing in the last hour, nothing after the last write
     ev, (reasons, warns) = _evidence(home, db, now + 86400)
     assert reasons == [] and not [w for w in warns if w["code"] == "write_errors"]
