@@ -433,6 +433,10 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("-i", "--inventory", required=True, metavar="INVENTORY")
     a.add_argument("-l", "--limit", metavar="PATTERN")
     a.add_argument("--deep", action="store_true", help="add integrity_check (index against table)")
+    a.add_argument("--write-probe", action="store_true",
+                   help="also prove a write lands: one row into state_meta, read back, deleted, committed; "
+                        "refused on damaged files, retired WAL generations, DELETE journals under a writer "
+                        "(see README)")
     a.add_argument("--json", action="store_true")
     a.add_argument("--results", metavar="DIR")
     a.add_argument("--accept-new-host-keys", action="store_true")

@@ -19,7 +19,7 @@ from fleetops.modules.base import Arg, Module, TaskContext, result
 VERDICT_STYLES = {
     "healthy": "green", "fts_index_damage": "yellow", "index_damage": "yellow",
     "structural_corruption": "bold red", "unreadable": "bold red", "retired_wal": "bold magenta",
-    "missing": "dim", "unreachable": "red", "audit_failed": "red",
+    "missing": "dim", "unreachable": "red", "audit_failed": "red", "not_persisting": "bold red",
 }
 # Pseudo-verdicts for hosts whose audit never ran: rank with the worst, never read as healthy.
 HOST_SEVERITY = {"unreachable": 6, "audit_failed": 6}
@@ -45,6 +45,23 @@ CREATE TABLE IF NOT EXISTS audit_db (
     PRIMARY KEY (run_id, host, profile)
 );
 CREATE INDEX IF NOT EXISTS audit_db_host ON audit_db(host, profile, run_id);
+CREATE TABLE IF NOT EXISTS audit_persistence (
+    run_id TEXT NOT NULL,
+    host TEXT NOT NULL,
+    profile TEXT NOT NULL,
+    persisting TEXT,
+    write_errors INTEGER,
+    write_errors_last_hour INTEGER,
+    first_error TEXT,
+    last_error TEXT,
+    fallback_files INTEGER,
+    newest_message TEXT,
+    last_write TEXT,
+    gateway_uptime_s REAL,
+    fstype TEXT,
+    evidence TEXT,
+    PRIMARY KEY (run_id, host, profile)
+);
 CREATE TABLE IF NOT EXISTS audit_host (
     run_id TEXT NOT NULL,
     host TEXT NOT NULL,
@@ -84,6 +101,10 @@ class HermesAudit(Module):
         "services": Arg((bool, str), default=True),
         "tooling": Arg((bool, str), default=True),
         "backup_verify_sha256": Arg((bool, str), default=False),
+        "evidence_days": Arg((int, float, str), default=None),
+        "log_tail_bytes": Arg((int, str), default=None),
+        "stale_hours": Arg((int, float, str), default=None),
+        "write_probe": Arg((bool, str), default=False),
         "timeout": Arg((int, float), default=None),
     }
 
@@ -127,7 +148,8 @@ def rows_from(results: dict) -> list[dict]:
             rows.append({"host": host, "profile": "*", "db": None, "verdict": verdict, "conditions": [],
                          "errors_by_object": {}, "errors_total": None, "holders": res.get("msg") or verdict,
                          "holders_status": None, "backup_age_hours": None, "wal_bytes": None, "db_bytes": None,
-                         "warnings": [], "reasons": [str(res.get("msg") or "")], "audited_at": None})
+                         "warnings": [], "reasons": [str(res.get("msg") or "")], "audited_at": None,
+                         "persisting": None, "persistence": None})
             continue
         for d in dbs:
             files = d.get("files") or {}
@@ -142,8 +164,38 @@ def rows_from(results: dict) -> list[dict]:
                 "db_bytes": (files.get("db") or {}).get("size"),
                 "warnings": [w.get("code") for w in d.get("warnings") or []],
                 "reasons": d.get("reasons") or [], "audited_at": res.get("audited_at"),
+                "persisting": (d.get("persistence") or {}).get("persisting"),
+                "persistence": persistence_row(d.get("persistence")),
             })
     return sort_rows(rows)
+
+
+def persistence_row(ev: dict | None) -> dict | None:
+    """The persistence evidence a fleet row carries: counts and times, not the whole record."""
+    if not ev:
+        return None
+    from fleetops.remote.hermes_persistence import WRITE_KINDS, summary
+    kinds = (ev.get("logs") or {}).get("kinds") or {}
+    errs = {k: {f: v.get(f) for f in ("count", "last_hour", "first", "last", "sample")}
+            for k, v in kinds.items() if k in WRITE_KINDS}
+    fb = ev.get("fallback") or {}
+    gw = ev.get("gateway") or {}
+    fs = ev.get("filesystem") or {}
+    return {
+        "persisting": ev.get("persisting"), "summary": summary(ev), "reasons": ev.get("reasons") or [],
+        "write_errors": errs, "write_errors_total": sum(v["count"] or 0 for v in errs.values()),
+        "write_errors_last_hour": sum(v["last_hour"] or 0 for v in errs.values()),
+        "first_error": min((v["first"] for v in errs.values() if v["first"]), default=None),
+        "last_error": max((v["last"] for v in errs.values() if v["last"]), default=None),
+        "errors_after_last_write": ev.get("errors_after_last_write") or {},
+        "fallback_files": sum((fb.get(k) or {}).get("newer", 0) for k in ("sessions_jsonl", "pending_messages")),
+        "newest_message": (ev.get("newest_message") or {}).get("at"),
+        "last_write": (ev.get("last_write") or {}).get("at"),
+        "gateway": {k: gw.get(k) for k in ("pid", "started", "uptime_s", "holds_store")} if gw else None,
+        "filesystem": fs.get("fstype"), "wal_unsafe": fs.get("wal_unsafe"),
+        "repair_attempts": (ev.get("repair_attempts") or {}).get("fields") if ev.get("repair_attempts") else None,
+        "write_probe": ev.get("write_probe"),
+    }
 
 
 def severity(verdict: str) -> int:
@@ -174,16 +226,27 @@ def _age(h) -> str:
 
 def fleet_table(rows: list[dict], title: str = "Hermes state.db audit") -> Table:
     t = Table(title=title, title_justify="left", show_lines=False)
-    for col in ("host", "profile", "verdict", "errors by object", "holders", "backup age", "WAL",
+    for col in ("host", "profile", "verdict", "errors by object", "persisting", "holders", "backup age", "WAL",
                 "warnings"):
         t.add_column(col, overflow="fold")
     for r in rows:
         style = VERDICT_STYLES.get(r["verdict"], "bold")
         t.add_row(escape(str(r["host"])), escape(str(r["profile"])), f"[{style}]{escape(str(r['verdict']))}[/]",
-                  escape(_fmt_errors(r.get("errors_by_object") or {})), escape(str(r.get("holders") or "-")),
+                  escape(_fmt_errors(r.get("errors_by_object") or {})), _persisting_cell(r),
+                  escape(str(r.get("holders") or "-")),
                   _age(r.get("backup_age_hours")), _mb(r.get("wal_bytes")),
                   escape(", ".join(r.get("warnings") or []) or "-"))
     return t
+
+
+PERSISTING_STYLES = {"no": "bold red", "errors": "yellow", "yes": "green"}
+
+
+def _persisting_cell(r: dict) -> str:
+    p = r.get("persistence") or {}
+    text = p.get("summary") or "-"
+    style = PERSISTING_STYLES.get(r.get("persisting") or "", "dim")
+    return f"[{style}]{escape(text)}[/]"
 
 
 def print_fleet(rows: list[dict], console, title: str = "Hermes state.db audit") -> None:
@@ -196,6 +259,26 @@ def print_fleet(rows: list[dict], console, title: str = "Hermes state.db audit")
         if r["verdict"] not in ("healthy",) and r.get("reasons"):
             console.print(f"[bold]{escape(str(r['host']))}[/] {escape(str(r['profile']))}: "
                           + escape("; ".join(str(x) for x in r["reasons"][:4])), soft_wrap=True)
+    print_persistence_evidence(rows, console)
+
+
+def print_persistence_evidence(rows: list[dict], console) -> None:
+    """Per database with write errors: each kind with its count, last-hour count, first and last time."""
+    for r in rows:
+        p = r.get("persistence") or {}
+        errs = p.get("write_errors") or {}
+        if not errs and not (p.get("write_probe") or {}).get("done"):
+            continue
+        parts = [f"{k} {v['count']} (last hour {v['last_hour']}, first {v['first']}, last {v['last']})"
+                 for k, v in sorted(errs.items(), key=lambda kv: -(kv[1]["count"] or 0))]
+        wp = p.get("write_probe") or {}
+        if wp.get("done"):
+            parts.append("write probe " + ("ok" if wp.get("ok") else f"FAILED: {wp.get('error')}")
+                         + f" in {wp.get('ms')} ms")
+        elif wp.get("refused"):
+            parts.append(f"write probe refused: {wp['refused']}")
+        console.print(f"[bold]{escape(str(r['host']))}[/] {escape(str(r['profile']))} write errors in Hermes' logs: "
+                      + escape("; ".join(parts)), soft_wrap=True)
 
 
 # --- collecting from the event stream ---------------------------------------------------------
@@ -242,6 +325,7 @@ def store_audit(store, run_id: str, results: dict) -> None:
                 r["errors_total"], json.dumps(r["errors_by_object"]), r["holders"], r["holders_status"],
                 r["backup_age_hours"], r["wal_bytes"], r["db_bytes"], json.dumps(r["warnings"]),
                 json.dumps(clean(r["reasons"])), r["audited_at"]))
+        store_persistence(c, run_id, rows, clean)
         for host, res in results.items():
             res = res or {}
             tool = res.get("host_tooling") or {}
@@ -251,6 +335,19 @@ def store_audit(store, run_id: str, results: dict) -> None:
                 run_id, host, status, clean(str(res.get("msg") or "")), tool.get("python"),
                 tool.get("sqlite_version"), int(bool(tool.get("fts5"))), int(bool(tool.get("trigram"))),
                 tool.get("sqlite3_shell"), tool.get("recover"), (res.get("services") or {}).get("user_manager")))
+
+
+def store_persistence(c, run_id: str, rows: list[dict], clean=lambda x: x) -> None:
+    """One audit_persistence row per audited database: the condition's figures, for trends.
+    Log lines are Hermes' own (it redacts them); they are scrubbed again like every stored result."""
+    for r in rows:
+        p = clean(r.get("persistence"))
+        if not p:
+            continue
+        c.execute("INSERT OR REPLACE INTO audit_persistence VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (
+            run_id, r["host"], r["profile"], p["persisting"], p["write_errors_total"], p["write_errors_last_hour"],
+            p["first_error"], p["last_error"], p["fallback_files"], p["newest_message"], p["last_write"],
+            (p.get("gateway") or {}).get("uptime_s"), p["filesystem"], json.dumps(p, default=str)))
 
 
 def _table_exists(conn) -> bool:
@@ -268,7 +365,36 @@ def load_rows(conn, run_id: str) -> list[dict]:
         for k in ("conditions", "errors_by_object", "warnings", "reasons"):
             r[k] = json.loads(r[k]) if r[k] else ([] if k != "errors_by_object" else {})
         rows.append(r)
+    evidence = load_persistence(conn, run_id)
+    for r in rows:
+        r["persistence"] = evidence.get((r["host"], r["profile"]))
+        r["persisting"] = (r["persistence"] or {}).get("persisting")
     return sort_rows(rows)
+
+
+def _has_persistence(conn) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name='audit_persistence'").fetchone() is not None
+
+
+def load_persistence(conn, run_id: str) -> dict:
+    """{(host, profile): persistence evidence} of one run; empty for runs stored before it existed."""
+    if not _has_persistence(conn):
+        return {}
+    return {(h, p): json.loads(e) for h, p, e in conn.execute(
+        "SELECT host, profile, evidence FROM audit_persistence WHERE run_id=?", (run_id,)) if e}
+
+
+def persistence_trends(conn, run_ids: list) -> dict:
+    """{(host, profile): {run_id: (persisting, write_errors, write_errors_last_hour, fallback_files)}}."""
+    if not run_ids or not _has_persistence(conn):
+        return {}
+    marks = ",".join("?" * len(run_ids))
+    out: dict = {}
+    for rid, h, p, pers, we, weh, fb in conn.execute(
+            f"SELECT run_id, host, profile, persisting, write_errors, write_errors_last_hour, fallback_files"
+            f" FROM audit_persistence WHERE run_id IN ({marks})", list(run_ids)):
+        out.setdefault((h, p), {})[rid] = (pers, we, weh, fb)
+    return out
 
 
 def load_trends(conn, upto_run: str, runs: int = 10) -> dict:
@@ -310,13 +436,28 @@ def document(run: dict, audit: bool = True) -> dict | None:
         trends = load_trends(conn, run["id"])
         oldest = min((x[0] for v in trends.values() for x in v), default=run["id"])
         repairs = load_repairs(conn, run["id"], since=oldest)
+        pers = persistence_trends(conn, sorted({x[0] for v in trends.values() for x in v}))
     finally:
         conn.close()
     return {"databases": rows, "healthy": all_healthy(rows),
             "trends": [{"host": h, "profile": p, "runs": [dict(zip(("run_id", "errors_total", "wal_bytes",
-                                                                   "backup_age_hours", "verdict"), x)) for x in v]}
+                                                                   "backup_age_hours", "verdict"), x),
+                                                               **_persistence_point(pers, h, p, x[0]))
+                                                          for x in v]}
                        for (h, p), v in sorted(trends.items())],
             "repairs": repairs}
+
+
+def _persistence_point(pers: dict, host, profile, run_id) -> dict:
+    p = (pers.get((host, profile)) or {}).get(run_id)
+    keys = ("persisting", "write_errors", "write_errors_last_hour", "fallback_files")
+    return dict(zip(keys, p)) if p else dict.fromkeys(keys)
+
+
+def _persisting_point(r: dict) -> str:
+    if r.get("persisting") is None:
+        return "-"
+    return f"{r['persisting']} ({r.get('write_errors') or 0})"
 
 
 def _series(values, fmt) -> str:
@@ -338,12 +479,14 @@ def render(run: dict, console, audit: bool = True) -> None:
         return
     print_fleet(doc["databases"], console, title=f"Hermes state.db audit, run {run['id']}")
     t = Table(title="trends (oldest → newest)", title_justify="left")
-    for col in ("host", "profile", "runs", "verdict", "errors", "WAL MB", "backup age h"):
+    for col in ("host", "profile", "runs", "verdict", "persisting (write errors)", "errors", "WAL MB",
+                "backup age h"):
         t.add_column(col, overflow="fold")
     for tr in doc["trends"]:
         rs = tr["runs"]
         t.add_row(escape(str(tr["host"])), escape(str(tr["profile"])), str(len(rs)),
                   escape(_series([r["verdict"] for r in rs], str)),
+                  escape(_series(rs, _persisting_point)),
                   _series([r["errors_total"] for r in rs], lambda v: "-" if v is None else str(v)),
                   _series([r["wal_bytes"] for r in rs], lambda v: "-" if v is None else f"{v / 1048576:.1f}"),
                   _series([r["backup_age_hours"] for r in rs], lambda v: "none" if v is None else f"{v:.0f}"))

@@ -39,7 +39,8 @@ def audit(args) -> int:
     from fleetops.engine.results import DEFAULT_RESULTS_DIR
     from fleetops.hermes.audit import AuditCollector, print_fleet, rows_from, store_audit
 
-    extra_vars = {"fleetops_deep": bool(args.deep)}
+    extra_vars = {"fleetops_deep": bool(args.deep),
+                  "fleetops_write_probe": bool(getattr(args, "write_probe", False))}
     loaded = runner.load(bundled.path("audit"), args.inventory, extra_vars, limit=args.limit, note_secrets=_SECRETS.update)
     results_dir = getattr(args, "results", None) or DEFAULT_RESULTS_DIR
     options = RunOptions(limit=args.limit, extra_vars=extra_vars, check=False,
@@ -61,7 +62,7 @@ def audit(args) -> int:
     code = exit_code(rows, done.exit_code)
     if args.json:
         doc = {"run_id": done.run_id, "exit_code": code, "engine_exit_code": done.exit_code,
-               "healthy": code == 0, "databases": rows,
+               "healthy": code == 0, "databases": store.clean(rows),
                "hosts": {h: store.clean(r) for h, r in collector.results.items()}}
         real_stdout.write(json.dumps(doc, ensure_ascii=False, default=str) + "\n")
         real_stdout.flush()

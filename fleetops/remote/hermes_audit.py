@@ -47,13 +47,14 @@ except ImportError:  # pragma: no cover
 
 from fleetops.remote import hermes_holders
 from fleetops.remote import hermes_paths
+from fleetops.remote import hermes_persistence
 from fleetops.remote.durable import sha256_file
 
 AUDIT_VERSION = 1
 VERDICTS = ("healthy", "fts_index_damage", "index_damage", "structural_corruption",
-            "unreadable", "retired_wal", "missing")
+            "unreadable", "retired_wal", "not_persisting", "missing")
 # Worst first: what an operator must look at first.
-SEVERITY = {"structural_corruption": 6, "unreadable": 6, "retired_wal": 5, "index_damage": 4,
+SEVERITY = {"structural_corruption": 6, "unreadable": 6, "retired_wal": 5, "not_persisting": 5, "index_damage": 4,
             "fts_index_damage": 3, "missing": 2, "healthy": 0}
 DEFAULTS = {
     "deep": False,
@@ -65,6 +66,10 @@ DEFAULTS = {
     "tooling": True,
     "backup_verify_sha256": False,
     "busy_timeout": 10.0,
+    "evidence_days": 7,
+    "log_tail_bytes": 1048576,
+    "stale_hours": 6,
+    "write_probe": False,
 }
 FTS_SHADOW_SUFFIXES = ("_data", "_idx", "_content", "_docsize", "_config",            # fts5
                        "_segments", "_segdir", "_stat")                               # fts3/4
@@ -938,7 +943,7 @@ def backups(home, db, profile, root, now, verify_sha256=False):
         if st:
             out["corrupt_copies"].append({"path": p, "size": st["size"], "mtime": _iso(st["mtime"])})
     for d in sorted(glob.glob(db + ".retired-wal-*")):
-        out["retired_wal_captures"].append({"path": d, "manifest": os.path.exists(os.path.join(d, "manifest.json"))})
+        out["retired_wal_captures"].append(hermes_persistence.retired_wal_capture(d))
     dated = [i for i in out["items"] if i.get("age_hours") is not None]
     ver = [i for i in dated if i["verified"]]
     if ver:
@@ -1047,7 +1052,7 @@ def audit_db(entry, opts, tooling, now):
            "conditions": [], "reasons": [], "warnings": [], "errors_by_object": {}, "errors_total": 0,
            "files": None, "header": None, "open_mode": None, "sqlite": None, "integrity": None,
            "honesty": None, "foreign_keys": None, "fts": None, "fts_triggers": None, "holders": None,
-           "gateway_pid": None, "service": None, "backups": None, "error": None}
+           "gateway_pid": None, "service": None, "backups": None, "persistence": None, "error": None}
     if entry.get("error"):
         rec["verdict"] = "missing"
         rec["reasons"] = [entry["error"]]
@@ -1060,6 +1065,12 @@ def audit_db(entry, opts, tooling, now):
         if rec["verdict"] is None:
             rec["verdict"] = "unreadable"
             rec["reasons"].append("audit failed: %s" % rec["error"])
+    try:
+        hermes_persistence.apply(rec, entry, opts, now)
+    except Exception as exc:  # evidence that cannot be read must not hide the file's verdict
+        rec["warnings"].append({"code": "persistence_unchecked", "msg": "persistence evidence not read: %s: %s"
+                                % (type(exc).__name__, exc)})
+    rec.pop("_newest_message", None)
     rec["elapsed"] = round(time.time() - started, 3)
     return rec
 
@@ -1159,6 +1170,7 @@ def _audit_db(rec, db, entry, opts, tooling, now):
         rec["fts"] = fts_checks(conn, objs, fts, tooling)
         rec["fts_triggers"] = sum(1 for o in objs.values() if o["type"] == "trigger"
                                   and any(o["name"].startswith(v) or v in o["sql"] for v in fts)) if fts else 0
+        rec["_newest_message"] = hermes_persistence.newest_message(conn, objs)
     finally:
         try:
             conn.execute("ROLLBACK")
@@ -1224,7 +1236,11 @@ def options(args):
     o["backup_max_age_hours"] = _num(args.get("backup_max_age_hours"), DEFAULTS["backup_max_age_hours"])
     o["wal_warn_mb"] = _num(args.get("wal_warn_mb"), DEFAULTS["wal_warn_mb"])
     o["busy_timeout"] = _num(args.get("busy_timeout"), DEFAULTS["busy_timeout"])
-    for key in ("holders", "services", "tooling", "backup_verify_sha256"):
+    o["evidence_days"] = max(0.0, _num(args.get("evidence_days"), DEFAULTS["evidence_days"]))
+    o["log_tail_bytes"] = max(4096, _num(args.get("log_tail_bytes"), DEFAULTS["log_tail_bytes"], int))
+    o["stale_hours"] = _num(args.get("stale_hours"), DEFAULTS["stale_hours"])
+    o["_check"] = _truthy(args.get("_check", False))
+    for key in ("holders", "services", "tooling", "backup_verify_sha256", "write_probe"):
         if key in args and args[key] is not None and args[key] != "":
             o[key] = _truthy(args[key])
     return o

@@ -7,10 +7,13 @@ import pwd
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from tests.corpus import damage
+
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.lab
 
@@ -40,7 +43,7 @@ def _seed(host, case, src, tmp_path):
 def _audit(lab, tmp_path, *extra):
     p = subprocess.run([sys.executable, "-m", "fleetops", "audit", "-i", lab.inventory_path, "--json",
                         "--results", str(tmp_path / "runs"), *extra],
-                       capture_output=True, text=True, cwd="/work/main", timeout=900)
+                       capture_output=True, text=True, cwd=str(REPO), timeout=900)
     return p, (json.loads(p.stdout) if p.stdout.strip() else None)
 
 

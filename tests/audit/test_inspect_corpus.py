@@ -4,11 +4,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from fleetops.remote import hermes_audit
 from tests.corpus import damage
+
+REPO = Path(__file__).resolve().parents[2]
 
 CASES = sorted(damage.ALL_CASES)
 
@@ -113,7 +116,7 @@ def test_profiles_discovered_and_active_profile_not_followed(standard_src, tmp_p
 def test_inspect_cli_exit_codes(case, code, standard_src, tmp_path):
     d = damage.make(case, standard_src, tmp_path / case / "state.db")
     p = subprocess.run([sys.executable, "-m", "fleetops", "inspect", d.path, "--json"],
-                       capture_output=True, text=True, cwd="/work/main")
+                       capture_output=True, text=True, cwd=str(REPO))
     assert p.returncode == code, p.stderr
     doc = json.loads(p.stdout)
     assert doc["databases"][0]["verdict"] == d.expect_verdict
