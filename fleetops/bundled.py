@@ -100,7 +100,8 @@ def copy_out(name: str, dest: str) -> list:
         d = os.path.join(base, sub)
         if sub_used(src, d):
             for fn in sorted(os.listdir(d)):
-                todo.append((os.path.join(d, fn), os.path.join(dest, sub, fn)))
+                if os.path.isfile(os.path.join(d, fn)) and not fn.endswith(".pyc"):
+                    todo.append((os.path.join(d, fn), os.path.join(dest, sub, fn)))
     clash = [t for _, t in todo if os.path.lexists(t)]
     if clash:
         raise BadInput("would overwrite an existing file; move it away or copy elsewhere", where=clash[0])
@@ -117,4 +118,4 @@ def sub_used(playbook: str, subdir: str) -> bool:
         return False
     with open(playbook, encoding="utf-8") as f:
         text = f.read()
-    return any(fn in text for fn in os.listdir(subdir))
+    return any(fn in text for fn in os.listdir(subdir) if os.path.isfile(os.path.join(subdir, fn)))
