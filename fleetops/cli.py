@@ -19,9 +19,12 @@ import sys
 import traceback
 
 from fleetops import __version__
+from fleetops.engine.results_backend import store_errors
 from fleetops.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, BadInput, FleetopsError
 
 EXIT_UNEXPECTED = 1
+RESULTS_HELP = ("central results: a directory holding runs.db (default ./fleetops-runs), or a postgresql:// URL; "
+                "else $FLEETOPS_RESULTS")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # Secret values known to the current command, so even an error line cannot leak one.
@@ -153,6 +156,22 @@ def _secret_values(inventory, extra_vars, playbook=None) -> set:
     return values
 
 
+def results_target(value) -> tuple:
+    """(results directory, PostgreSQL URL or None) from --results, else FLEETOPS_RESULTS.
+
+    A postgresql:// URL keeps the runs in that database; fetched files then go to
+    FLEETOPS_RESULTS_FILES (default ./fleetops-runs). The URL's password is a secret from here on.
+    """
+    from fleetops.engine.results import DEFAULT_RESULTS_DIR
+    from fleetops.engine.results_backend import is_url, url_secrets
+
+    value = value or os.environ.get("FLEETOPS_RESULTS") or DEFAULT_RESULTS_DIR
+    if is_url(value):
+        _SECRETS.update(url_secrets(value))
+        return os.environ.get("FLEETOPS_RESULTS_FILES") or DEFAULT_RESULTS_DIR, value
+    return value, None
+
+
 def _console(stderr: bool = False):
     from rich.console import Console
     return Console(stderr=stderr, highlight=False)
@@ -161,19 +180,17 @@ def _console(stderr: bool = False):
 # --- commands ------------------------------------------------------------------------------
 
 def cmd_run(args) -> int:
-    from fleetops import runner
+    from fleetops import bundled, runner
     from fleetops.engine.executor import RunOptions
-    from fleetops.engine.results import DEFAULT_RESULTS_DIR
-
-    from fleetops import bundled
 
     extra_vars = parse_extra_vars(args.extra_vars)
     loaded = runner.load(bundled.resolve(args.playbook), args.inventory, extra_vars, limit=args.limit, note_secrets=_SECRETS.update)
-    results_dir = args.results or DEFAULT_RESULTS_DIR
+    results_dir, results_db = results_target(args.results)
     options = RunOptions(
         limit=args.limit, tags=set(_split_tags(args.tags)), skip_tags=set(_split_tags(args.skip_tags)),
         extra_vars=extra_vars, forks=args.forks, check=args.check, diff=args.diff,
-        accept_new_host_keys=args.accept_new_host_keys, results_dir=results_dir, known_hosts=args.known_hosts)
+        accept_new_host_keys=args.accept_new_host_keys, results_dir=results_dir, results_db=results_db,
+        known_hosts=args.known_hosts)
     real_stdout = sys.stdout
     done = runner.execute(loaded, options, json_output=args.json, console=None if args.json else _console(),
                           view=args.view)
@@ -263,12 +280,12 @@ class _VersionAction(argparse.Action):
 
 def cmd_report(args) -> int:
     from fleetops import report
-    from fleetops.engine.results import DEFAULT_RESULTS_DIR, DB_NAME, ResultsStore
+    from fleetops.engine.results import DB_NAME, ResultsStore
 
-    results_dir = args.results or DEFAULT_RESULTS_DIR
-    if not os.path.exists(os.path.join(results_dir, DB_NAME)):
+    results_dir, results_db = results_target(args.results)
+    if not results_db and not os.path.exists(os.path.join(results_dir, DB_NAME)):
         raise BadInput("no runs recorded here yet (run a playbook first, or pass --results DIR)", where=results_dir)
-    store = ResultsStore(results_dir, create=False)
+    store = ResultsStore(results_dir, create=False, db_url=results_db)
     try:
         if args.list:
             runs = store.list_runs(args.limit)
@@ -386,7 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--view", choices=("auto", "hosts", "tasks"), default="auto",
                    help="live view: a line per host per task (hosts), one progress line per task with "
                         "failures as they happen (tasks), or tasks above 50 hosts (auto, the default)")
-    r.add_argument("--results", metavar="DIR", help="results store directory (default ./fleetops-runs)")
+    r.add_argument("--results", metavar="DIR|URL", help=RESULTS_HELP)
     r.add_argument("--accept-new-host-keys", action="store_true",
                    help="accept and record unknown host keys (never changed ones)")
     r.add_argument("--known-hosts", metavar="FILE", help="known_hosts file (default ~/.ssh/known_hosts)")
@@ -407,7 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("run_id", nargs="?", default="latest", metavar="RUN_ID|latest")
     rp.add_argument("--json", action="store_true")
     rp.add_argument("--audit", action="store_true", help="include the Hermes audit figures")
-    rp.add_argument("--results", metavar="DIR")
+    rp.add_argument("--results", metavar="DIR|URL", help=RESULTS_HELP)
     rp.add_argument("--list", action="store_true", help="list recent runs")
     rp.add_argument("--limit", type=_positive_int, default=20, metavar="N", help="with --list: how many")
     rp.set_defaults(func=cmd_report)
@@ -438,7 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "refused on damaged files, retired WAL generations, DELETE journals under a writer "
                         "(see README)")
     a.add_argument("--json", action="store_true")
-    a.add_argument("--results", metavar="DIR")
+    a.add_argument("--results", metavar="DIR|URL", help=RESULTS_HELP)
     a.add_argument("--accept-new-host-keys", action="store_true")
     a.add_argument("--known-hosts", metavar="FILE")
     a.set_defaults(func=_hermes("audit"))
@@ -496,7 +513,7 @@ def main(argv=None) -> int:
             reason = "no space left on device"
         _err(f"{where}: {reason}")
         return EXIT_BAD_INPUT
-    except sqlite3.Error as exc:
+    except store_errors() as exc:
         if debug:
             traceback.print_exc()
         _err(f"results store: {exc}")

@@ -292,7 +292,7 @@ class LiveDisplay(EventSink):
         else:
             self._print(recap_table(self.final_stats))
         style = RUN_STYLES.get(status, "bold")
-        where = f"{self.results_dir}/runs.db" if self.results_dir else "the results store"
+        where = str(self.results_dir) if self.results_dir else "the results store"
         self._print(f"[{style}]{self._t(status)}[/] (exit {exit_code}) · run [bold]{self._t(self.run_id)}[/]"
                     f" · results in {self._t(where)} · [dim]fleetops report {self._t(self.run_id)}[/]")
 

@@ -168,7 +168,7 @@ def render(run: dict, console: Console, audit: bool = False) -> None:
     console.print(Text(""))
     console.print(recap_table(doc["stats"]))
     render_extras(run, console, audit=audit)
-    console.print(f"[{style}]{escape(status_label(run))}[/] · results in {escape(str(run.get('results_dir')))}",
+    console.print(f"[{style}]{escape(status_label(run))}[/] · results in {escape(str(run.get('db_path') or run.get('results_dir')))}",
                   soft_wrap=True)
 
 

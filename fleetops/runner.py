@@ -116,16 +116,17 @@ def execute(loaded: Loaded, options, *, json_output: bool, console=None, sinks=(
     from fleetops.engine.events import Fanout
     from fleetops.engine.executor import run_playbook
     from fleetops.engine.results import ResultsStore, new_run_id
+    from fleetops.engine.results_backend import url_secrets
 
     ensure_descriptors(len(loaded.inventory.select(options.limit or "all")))
-    secrets = loaded.secret_values
-    store = ResultsStore(options.results_dir, secret_values=secrets)
+    secrets = loaded.secret_values | (url_secrets(options.results_db) if options.results_db else set())
+    store = ResultsStore(options.results_dir, secret_values=secrets, db_url=options.results_db)
     if json_output:
         from fleetops.display import JsonCollector
         view = JsonCollector(secret_values=secrets, results_dir=options.results_dir)
     else:
         from fleetops.display import LiveDisplay
-        view = LiveDisplay(console=console, secret_values=secrets, results_dir=options.results_dir, view=view)
+        view = LiveDisplay(console=console, secret_values=secrets, results_dir=store.location, view=view)
     run_id = new_run_id()
     stop = threading.Event()
     presses = [0]

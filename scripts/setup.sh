@@ -19,6 +19,7 @@ command -v useradd >/dev/null || missing+=(passwd)
 command -v sudo >/dev/null || missing+=(sudo)                  # become tests (sudo -n)
 command -v crontab >/dev/null || missing+=(cron)               # the backup units' cron path
 command -v systemd-analyze >/dev/null || missing+=(systemd)    # `systemd-analyze verify` of the units
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)   # the PostgreSQL results store tests
 # the mixed lab hosts (tests/mixed): arm64 root under qemu user-mode, roots built by debootstrap
 if [ "${FLEETOPS_LAB_SKIP_MIXED:-0}" = 0 ]; then
   [ -x /usr/sbin/debootstrap ] || missing+=(debootstrap)

@@ -25,7 +25,7 @@ def recap_rows(text: str) -> dict:
 
 def render(live: bool, secret=None, stats=True):
     console = Console(record=True, width=120, force_terminal=live, color_system=None if not live else "standard")
-    view = LiveDisplay(console=console, secret_values={secret} if secret else None, results_dir="/tmp/res")
+    view = LiveDisplay(console=console, secret_values={secret} if secret else None, results_dir="/tmp/res/runs.db")
     feed(view, "20250101T000000Z-abcdef", secret=secret, end=stats)
     if not stats:
         view.run_end("failed", {}, 2)

@@ -6,10 +6,11 @@ import os
 import signal
 import sqlite3
 import stat
+import time
 
 import pytest
 
-from fleetops.engine.results import (SCHEMA_VERSION, ResultsStore, integrity_ok, new_run_id,
+from fleetops.engine.results import (BATCH_SECONDS, SCHEMA_VERSION, ResultsStore, integrity_ok, new_run_id,
                                      pid_alive, result_status)
 
 SECRET = "s3cr3t-Hunter2-value"
@@ -158,7 +159,7 @@ def test_extra_table_and_connect(tmp_path):
         assert [tuple(r) for r in c.execute("SELECT host, verdict FROM audit_db")] == [("web1", "healthy")]
 
 
-def _writer(results_dir, run_id, go, n_tasks):
+def _writer(results_dir, run_id, n_tasks, go):
     go.wait(30)
     store = ResultsStore(results_dir)
     hosts = [f"h{i:02d}" for i in range(10)]
@@ -167,16 +168,21 @@ def _writer(results_dir, run_id, go, n_tasks):
     os._exit(1 if store.write_error else 0)
 
 
-def test_two_processes_write_at_once(tmp_path):
+def at_once(target, argss) -> list:
+    """Run target(*args, go) in one forked process per args, released together; their exit codes."""
     ctx = mp.get_context("fork")
     go = ctx.Event()
-    procs = [ctx.Process(target=_writer, args=(str(tmp_path), f"run-{i}", go, 30)) for i in range(2)]
+    procs = [ctx.Process(target=target, args=(*args, go)) for args in argss]
     for p in procs:
         p.start()
     go.set()
     for p in procs:
         p.join(120)
-    assert [p.exitcode for p in procs] == [0, 0]
+    return [p.exitcode for p in procs]
+
+
+def test_two_processes_write_at_once(tmp_path):
+    assert at_once(_writer, [(str(tmp_path), f"run-{i}", 30) for i in range(2)]) == [0, 0]
     assert integrity_ok(tmp_path / "runs.db")
     store = ResultsStore(tmp_path)
     for i in range(2):
@@ -207,6 +213,7 @@ def test_sigkilled_writer_shows_interrupted(tmp_path):
     p = ctx.Process(target=_doomed_writer, args=(str(tmp_path), ready))
     p.start()
     assert ready.wait(60)
+    time.sleep(3 * BATCH_SECONDS)          # a result is in the store within BATCH_SECONDS of arriving
     os.kill(p.pid, signal.SIGKILL)
     p.join(30)
     assert p.exitcode == -signal.SIGKILL

@@ -21,6 +21,7 @@ import uuid
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
+from fleetops.engine import results_backend as _results_backend
 from fleetops.engine import secrets as _secrets
 from fleetops.engine.events import EventSink
 from fleetops.engine.local import LocalTransport
@@ -49,7 +50,8 @@ class RunOptions:
     check: bool = False
     diff: bool = False
     accept_new_host_keys: bool = False
-    results_dir: str = "fleetops-runs"
+    results_dir: str = "fleetops-runs"      # runs.db and fetched files; with results_db, the files only
+    results_db: str | None = None           # a PostgreSQL URL holding the runs instead of runs.db
     known_hosts: str | None = None
 
 
@@ -212,6 +214,8 @@ class _Run:
             "accept_new_host_keys": self.options.accept_new_host_keys,
             "results_dir": self.options.results_dir, "known_hosts": self.options.known_hosts,
         }
+        if self.options.results_db:
+            opts["results_db"] = _results_backend.redact(self.options.results_db)
         self.events.run_start(self.run_id, str(getattr(self.playbook, "path", "")),
                               str(getattr(self.inventory, "path", "")), opts)
         try:

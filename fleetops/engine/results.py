@@ -21,13 +21,16 @@ import threading
 import time
 from pathlib import Path
 
+from fleetops.engine import results_backend as _backend
 from fleetops.engine import secrets as _secrets
 from fleetops.engine.events import EventSink
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DEFAULT_RESULTS_DIR = "fleetops-runs"
 DB_NAME = "runs.db"
-BUSY_TIMEOUT_MS = 60_000
+BUSY_TIMEOUT_MS = _backend.BUSY_TIMEOUT_MS
+BATCH_ROWS = 200        # task results written in one transaction at most
+BATCH_SECONDS = 0.5     # and none waits longer than this for its transaction
 REDACTED = "********"
 
 STATUSES = ("ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")
@@ -82,6 +85,7 @@ CREATE TABLE IF NOT EXISTS task_results (
     result TEXT
 );
 CREATE INDEX IF NOT EXISTS task_results_run ON task_results(run_id, play_index, task_index, host);
+CREATE INDEX IF NOT EXISTS runs_started ON runs(started);
 CREATE TABLE IF NOT EXISTS plays (
     run_id TEXT NOT NULL REFERENCES runs(id),
     play_index INTEGER NOT NULL,
@@ -101,6 +105,10 @@ CREATE TABLE IF NOT EXISTS batches (
     PRIMARY KEY (run_id, play_index, batch_index)
 );
 """
+# version -> statements that bring a store of the version before it up to that version
+MIGRATIONS = {
+    2: ["CREATE INDEX IF NOT EXISTS runs_started ON runs(started)"],
+}
 
 
 def new_run_id() -> str:
@@ -226,67 +234,72 @@ def pid_alive(pid: int | None, start: str | None) -> bool:
 
 # --- the store -----------------------------------------------------------------------------
 
-def _open(path: Path, readonly: bool = False) -> sqlite3.Connection:
-    if readonly:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
-                               isolation_level=None, check_same_thread=False)
-    else:
-        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000,
-                               isolation_level=None, check_same_thread=False)
-    conn.row_factory = sqlite3.Row
-    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-    if not readonly:
-        for _ in range(50):
-            try:
-                conn.execute("PRAGMA journal_mode=WAL")
-                break
-            except sqlite3.OperationalError as exc:   # another process is switching it right now
-                if "locked" not in str(exc) and "busy" not in str(exc):
-                    raise
-                time.sleep(0.1)
-        conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA foreign_keys=ON")
-    return conn
-
-
 class ResultsStore(EventSink):
-    """Event listener that records a run into `<results_dir>/runs.db`; also the query API.
+    """Event listener that records a run into the central results; also the query API.
 
-    One connection per store, guarded by a lock because executor worker threads
-    deliver events concurrently. A write failure (disk full, ...) does not stop
-    the run: it is kept in `write_error` for the CLI to report once.
+    The database is `<results_dir>/runs.db`, or the PostgreSQL database at `db_url`
+    (results_backend); fetched files go under `results_dir` either way. One connection per
+    store, guarded by a lock because executor worker threads deliver events concurrently;
+    task results are written in batches (BATCH_ROWS, BATCH_SECONDS). A write failure (disk
+    full, ...) does not stop the run: it is kept in `write_error` for the CLI to report once.
     """
 
     def __init__(self, results_dir: str | os.PathLike | None = None,
-                 secret_values: set | None = None, create: bool = True):
+                 secret_values: set | None = None, create: bool = True, db_url: str | None = None):
         self.results_dir = Path(results_dir or DEFAULT_RESULTS_DIR)
-        self.db_path = self.results_dir / DB_NAME
+        self.db_url = db_url
+        # what may be shown: the file, or the URL without its password
+        self.db_path = _backend.redact(db_url) if db_url else self.results_dir / DB_NAME
         self.secret_values = set(v for v in (secret_values or ()) if isinstance(v, str) and v)
+        if db_url:
+            self.secret_values |= _backend.url_secrets(db_url)
         self.run_id: str | None = None
         self.write_error: Exception | None = None
         self._lock = threading.RLock()
+        self._pending: list = []
+        self._flush_timer: threading.Timer | None = None
         if create:
             self.results_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        elif not self.db_path.exists():
+        elif not db_url and not self.db_path.exists():
             raise FileNotFoundError(2, "no results store here (no run recorded yet)", str(self.db_path))
-        self._conn = _open(self.db_path, readonly=False)
+        self._conn = self._open()
         self._init_schema()
+
+    def _open(self, readonly: bool = False):
+        if self.db_url:
+            return _backend.PgConnection(self.db_url)
+        return _backend.open_sqlite(self.db_path, readonly=readonly)
+
+    @property
+    def location(self) -> str:
+        """Where the runs are, as it may be shown (never with a password)."""
+        return str(self.db_path)
 
     # -- plumbing --
 
     def _init_schema(self) -> None:
+        """Create the tables, or bring an older store's up to SCHEMA_VERSION (MIGRATIONS), once."""
         with self._tx() as c:
+            if isinstance(c, _backend.PgConnection):
+                c.prepare_schema()
             have = c.execute("SELECT name FROM sqlite_master WHERE name='schema_version'").fetchone()
+            version = None
             if have:
                 row = c.execute("SELECT version FROM schema_version").fetchone()
-                if row and row[0] > SCHEMA_VERSION:
-                    raise OSError(0, f"results store schema {row[0]} is newer than this fleetops ({SCHEMA_VERSION})",
+                version = row[0] if row else None
+                if version is not None and version > SCHEMA_VERSION:
+                    raise OSError(0, f"results store schema {version} is newer than this fleetops ({SCHEMA_VERSION})",
                                   str(self.db_path))
+            if version == SCHEMA_VERSION:
+                return
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():
                     c.execute(stmt)
-            if not c.execute("SELECT 1 FROM schema_version").fetchone():
-                c.execute("INSERT INTO schema_version(version) VALUES (?)", (SCHEMA_VERSION,))
+            for v in range((version or SCHEMA_VERSION) + 1, SCHEMA_VERSION + 1):
+                for stmt in MIGRATIONS.get(v, ()):
+                    c.execute(stmt)
+            c.execute("DELETE FROM schema_version")
+            c.execute("INSERT INTO schema_version(version) VALUES (?)", (SCHEMA_VERSION,))
 
     @contextlib.contextmanager
     def _tx(self):
@@ -296,18 +309,21 @@ class ResultsStore(EventSink):
             try:
                 yield self._conn
             except BaseException:
-                with contextlib.suppress(sqlite3.Error):
+                with contextlib.suppress(*_backend.store_errors()):
                     self._conn.execute("ROLLBACK")
                 raise
             else:
                 self._conn.execute("COMMIT")
 
     def _write(self, fn, *args) -> None:
-        """Run one write; remember the first failure instead of breaking the run."""
+        """Run one write (after the task results waiting for their batch, so the order holds);
+        remember the first failure instead of breaking the run."""
+        if fn is not self._write_results and self._pending:
+            self.flush()
         try:
             with self._tx() as c:
                 fn(c, *args)
-        except (sqlite3.Error, OSError) as exc:
+        except (*_backend.store_errors(), OSError) as exc:
             if self.write_error is None:
                 self.write_error = exc
 
@@ -317,7 +333,7 @@ class ResultsStore(EventSink):
 
         Commits when the block ends without an exception, rolls back otherwise.
         """
-        conn = _open(self.db_path)
+        conn = self._open()
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -337,8 +353,9 @@ class ResultsStore(EventSink):
                     c.execute(stmt)
 
     def close(self) -> None:
+        self.flush()
         with self._lock:
-            with contextlib.suppress(sqlite3.Error):
+            with contextlib.suppress(*_backend.store_errors()):
                 self._conn.close()
 
     def clean(self, obj):
@@ -410,20 +427,46 @@ class ResultsStore(EventSink):
         duration = result.get("duration")
         if duration is None and started is not None and ended is not None:
             duration = ended - started
-        h = self.text(host)
+        row = (self.run_id, self.text(host), play_index, task_index, self.text(task_name), self.text(module), status,
+               None if msg is None else str(msg), started, ended, duration, _dumps(clean_result))
+        with self._lock:
+            self._pending.append(row)
+            full = len(self._pending) >= BATCH_ROWS
+            if not full and self._flush_timer is None:
+                self._flush_timer = threading.Timer(BATCH_SECONDS, self.flush)
+                self._flush_timer.daemon = True
+                self._flush_timer.start()
+        if full:
+            self.flush()
 
-        def w(c):
-            c.execute(
-                "INSERT INTO task_results(run_id, host, play_index, task_index, task_name, module, status,"
-                " msg, started, ended, duration, result) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                (self.run_id, h, play_index, task_index, self.text(task_name), self.text(module), status,
-                 None if msg is None else str(msg), started, ended, duration, _dumps(clean_result)))
+    def flush(self) -> None:
+        """Write the task results that wait for their batch, in one transaction."""
+        with self._lock:
+            rows, self._pending = self._pending, []
+            timer, self._flush_timer = self._flush_timer, None
+            if timer is not None:
+                timer.cancel()
+            if rows:
+                self._write(self._write_results, rows)
+
+    @staticmethod
+    def _write_results(c, rows: list) -> None:
+        c.executemany(
+            "INSERT INTO task_results(run_id, host, play_index, task_index, task_name, module, status,"
+            " msg, started, ended, duration, result) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        per_host: dict = {}
+        for r in rows:
+            counts = per_host.setdefault((r[0], r[1]), {})
+            counts["last_seen"] = max(counts.get("last_seen", 0.0), r[9] or time.time())
+            for k in counter_increments(r[6]):
+                counts[k] = counts.get(k, 0) + 1
+        for (run_id, h), counts in per_host.items():
+            last = counts.pop("last_seen")
             c.execute("INSERT INTO run_hosts(run_id, host, first_seen, last_seen) VALUES (?,?,?,?)"
-                      " ON CONFLICT(run_id, host) DO UPDATE SET last_seen=excluded.last_seen",
-                      (self.run_id, h, ended or time.time(), ended or time.time()))
-            sets = ", ".join(f"{k} = {k} + 1" for k in counter_increments(status))
-            c.execute(f"UPDATE run_hosts SET {sets} WHERE run_id=? AND host=?", (self.run_id, h))
-        self._write(w)
+                      " ON CONFLICT(run_id, host) DO UPDATE SET last_seen=excluded.last_seen", (run_id, h, last, last))
+            if counts:
+                sets = ", ".join(f"{k} = {k} + ?" for k in counts)
+                c.execute(f"UPDATE run_hosts SET {sets} WHERE run_id=? AND host=?", (*counts.values(), run_id, h))
 
     def host_facts(self, host, facts):
         now = time.time()
@@ -467,15 +510,21 @@ class ResultsStore(EventSink):
         rid = run_id or self.run_id
         if not rid:
             return
+        with self._lock:
+            pending, self._pending = self._pending, []
         try:
-            conn = sqlite3.connect(str(self.db_path), timeout=5, isolation_level=None)
+            conn = self._open()
             try:
                 conn.execute("PRAGMA busy_timeout=5000")
+                if pending:
+                    conn.execute("BEGIN IMMEDIATE")
+                    self._write_results(conn, pending)
+                    conn.execute("COMMIT")
                 conn.execute("UPDATE runs SET ended=?, status='interrupted', exit_code=?"
                              " WHERE id=? AND status='running'", (time.time(), exit_code, rid))
             finally:
                 conn.close()
-        except sqlite3.Error:
+        except (*_backend.store_errors(), OSError):
             pass
 
     # -- queries --
@@ -536,6 +585,7 @@ class ResultsStore(EventSink):
         run = self._run_row(row)
         run["results_dir"] = str(self.results_dir)
         run["db_path"] = str(self.db_path)
+        run["open_store"] = self._open           # a new connection to this run's store (report readers)
         run["hosts"] = []
         for h in hosts:
             d = dict(h)

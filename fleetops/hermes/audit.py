@@ -412,11 +412,14 @@ def load_trends(conn, upto_run: str, runs: int = 10) -> dict:
 
 
 def _open_store(run: dict):
+    """A connection to the store the run was read from (ResultsStore.get_run says how), else
+    the runs.db in its results_dir, read-only."""
+    if run.get("open_store"):
+        return run["open_store"](readonly=True)
+    from pathlib import Path
     from fleetops.engine.results import DB_NAME
-    import os
-    import sqlite3
-    path = os.path.join(run.get("results_dir") or "fleetops-runs", DB_NAME)
-    return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    from fleetops.engine.results_backend import open_sqlite
+    return open_sqlite(Path(run.get("results_dir") or "fleetops-runs") / DB_NAME, readonly=True)
 
 
 def document(run: dict, audit: bool = True) -> dict | None:

@@ -34,18 +34,18 @@ def exit_code(rows: list, engine_code: int) -> int:
 def audit(args) -> int:
     """Run playbooks/audit.yml on the inventory, store the figures, print the fleet table (or --json)."""
     from fleetops import bundled, runner
-    from fleetops.cli import _SECRETS
+    from fleetops.cli import _SECRETS, results_target
     from fleetops.engine.executor import RunOptions
-    from fleetops.engine.results import DEFAULT_RESULTS_DIR
     from fleetops.hermes.audit import AuditCollector, print_fleet, rows_from, store_audit
 
     extra_vars = {"fleetops_deep": bool(args.deep),
                   "fleetops_write_probe": bool(getattr(args, "write_probe", False))}
     loaded = runner.load(bundled.path("audit"), args.inventory, extra_vars, limit=args.limit, note_secrets=_SECRETS.update)
-    results_dir = getattr(args, "results", None) or DEFAULT_RESULTS_DIR
+    results_dir, results_db = results_target(getattr(args, "results", None))
     options = RunOptions(limit=args.limit, extra_vars=extra_vars, check=False,
                          accept_new_host_keys=bool(getattr(args, "accept_new_host_keys", False)),
-                         results_dir=results_dir, known_hosts=getattr(args, "known_hosts", None))
+                         results_dir=results_dir, results_db=results_db,
+                         known_hosts=getattr(args, "known_hosts", None))
     collector = AuditCollector()
     real_stdout = sys.stdout
     done = runner.execute(loaded, options, json_output=args.json, console=None if args.json else _console(),
