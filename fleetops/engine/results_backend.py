@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import sys
 import threading
 import time
 from pathlib import Path
@@ -54,13 +55,10 @@ def url_secrets(url: str) -> set:
 
 
 def store_errors() -> tuple:
-    """Exception classes a store operation may raise, whichever backend is in use."""
-    errors: tuple = (sqlite3.Error,)
-    try:
-        import psycopg
-    except ImportError:
-        return errors
-    return errors + (psycopg.Error,)
+    """Exception classes a store operation may raise, whichever backend is in use (psycopg's
+    only once a PostgreSQL store imported it: a SQLite run never pays for importing it)."""
+    psycopg = sys.modules.get("psycopg")
+    return (sqlite3.Error,) if psycopg is None else (sqlite3.Error, psycopg.Error)
 
 
 # --- SQLite -----------------------------------------------------------------------------------
