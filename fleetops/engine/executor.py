@@ -172,6 +172,7 @@ class _Play:
     facts_index: int = 0
     vars_files: dict = field(default_factory=dict)
     abort: str | None = None
+    active: tuple | None = None     # (play hosts still live, those of the batch) as at the task's start
 
 
 # ---------------------------------------------------------------- the run
@@ -307,7 +308,7 @@ class _Run:
             if self._stopped():
                 reason = "interrupted"
                 break
-            pctx.batch = list(batch)
+            pctx.batch, pctx.active = list(batch), None
             self.events.batch_start(index, bindex, list(batch))
             live = list(batch)
             if play.gather_facts:
@@ -406,6 +407,7 @@ class _Run:
         tindex = pctx.index_of.get(id(task), -1)
         name = task.name or task.module
         self.events.task_start(pctx.index, tindex, name, task.module, list(live))
+        pctx.active = self._live_hosts(pctx, live)
         if task.run_once:
             futures = [self.pool.submit(self._host_task_once, pctx, task, list(live), frame)]
         else:
@@ -574,18 +576,30 @@ class _Run:
             self._groups = self.inventory.groups_map()
         return self._groups
 
+    def _live_hosts(self, pctx: _Play, live=None) -> tuple:
+        """(play hosts not failed or unreachable, those of the current batch still running: `live`).
+
+        Computed once per task, at its start, as Ansible's linear strategy does (computed per
+        host, it made every task O(hosts²) at fleet size)."""
+        batch = set(pctx.batch)
+        running = set(pctx.batch if live is None else live)
+        active = [h for h in pctx.hosts if not (self.state(h).failed or self.state(h).unreachable)
+                  and (h in running or h not in batch)]
+        alive = set(active)
+        return active, [h for h in pctx.batch if h in running and h in alive]
+
     def _magic(self, pctx: _Play, host: str, check: bool) -> dict:
-        active = [h for h in pctx.hosts if not (self.state(h).failed or self.state(h).unreachable)]
+        active, active_batch = pctx.active or self._live_hosts(pctx)
         results_dir = os.path.abspath(self.options.results_dir)
         return {
             "inventory_hostname": host,
             "inventory_hostname_short": host.split(".", 1)[0],
             "groups": self.groups(),
             "hostvars": HostVars(self, pctx),
-            "play_hosts": active,
-            "ansible_play_hosts": active,
+            "play_hosts": list(active),
+            "ansible_play_hosts": list(active),
             "ansible_play_hosts_all": list(pctx.hosts),
-            "ansible_play_batch": [h for h in pctx.batch if h in active],
+            "ansible_play_batch": list(active_batch),
             "ansible_check_mode": bool(check),
             "ansible_diff_mode": bool(self.options.diff),
             "playbook_dir": self.playbook_dir,

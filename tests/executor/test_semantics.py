@@ -392,6 +392,24 @@ def test_hostvars_and_magic_vars(run):
     assert rec.results("look")["h1"]["msg"] == "h2-fact from_inventory ['h3'] ['h1', 'h2'] ['h1', 'h2'] run-test False"
 
 
+def test_play_hosts_drop_a_host_that_failed_an_earlier_task(run):
+    """ansible_play_hosts / ansible_play_batch as at each task's start: a host that failed before is
+    gone from them, ansible_play_hosts_all keeps it (ansible-core's linear strategy)."""
+    outcome, rec = run("""
+        - hosts: web
+          gather_facts: false
+          tasks:
+            - name: h2 fails
+              command: "false"
+              when: inventory_hostname == 'h2'
+            - name: look
+              debug:
+                msg: "{{ ansible_play_hosts }} {{ ansible_play_batch }} {{ ansible_play_hosts_all }}"
+    """)
+    assert outcome.exit_code == 2
+    assert rec.results("look")["h1"]["msg"] == "['h1'] ['h1'] ['h1', 'h2']"
+
+
 def test_delegate_to_localhost_runs_on_controller(run, tmp_path):
     outcome, rec = run("""
         - hosts: h1
