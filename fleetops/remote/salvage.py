@@ -305,6 +305,7 @@ class TableState(object):
         self.quarantined = 0
         self.quarantine_reasons = {}
         self.undecodable = 0
+        self.held_back = {}      # reason -> rows of orphan pages not restored
 
     def add(self, rowid, values, walk=False, cell=None):
         versions = self.keys.setdefault(rowid, {})
@@ -430,6 +431,8 @@ class Salvage(object):
         self.notes = []
         self.tmpdir = None
         self.report = {}
+        self.header_inferred = []      # header fields not taken from the source's header
+        self.held_back = {"rows": 0, "pages": 0, "by_reason": {}}
 
     # ------------------------------------------------------------ entry
 
@@ -504,6 +507,8 @@ class Salvage(object):
             with open(self.schema_from, "rb") as fh:
                 fallback = fh.read(100)
         self.reader = _open_reader(image, fallback)
+        if getattr(self.reader, "header_from", None) == "schema_from":
+            self.header_inferred = ["freelist_trunk", "freelist_count", "header (schema_from's)"]
         r["header"] = self.reader.header.as_dict()
         self._load_schema(image)
         self._tick("schema", t)
@@ -668,7 +673,8 @@ class Salvage(object):
         cls = self.reader.classify_pages(roots)
         self.classes = cls
         rd = self.reader
-        freelist = set(cls["freelist"]["trunks"]) | set(cls["freelist"]["leaves"])
+        freelist, self.free_evidence = _free_pages(rd, cls, self.header_inferred)
+        self.free_set = freelist
         counts = {}
         for info in cls["pages"].values():
             counts[info["kind"]] = counts.get(info["kind"], 0) + 1
@@ -759,6 +765,9 @@ class Salvage(object):
                 continue
             orphan_assign.append({"page": pgno, "table": tname, "reason": why,
                                   "records": len(recs)})
+            if tname in self.states and self._hold_back(pgno, self.states[tname], recs):
+                orphan_assign[-1]["held_back"] = True
+                continue
             if tname in self.states:
                 st = self.states[tname]
                 st.orphan_pages.append(pgno)
@@ -789,7 +798,67 @@ class Salvage(object):
                                    "leaves": len(cls["freelist"]["leaves"]),
                                    "records_on_freelist": nfl,
                                    "restored": 0,
-                                   "quarantined": nfl if self.quarantine_freelist else 0}
+                                   "quarantined": nfl if self.quarantine_freelist else 0,
+                                   "evidence": self.free_evidence}
+        self.report["held_back"] = self.held_back
+
+    def _hold_back(self, pgno, st, recs):
+        """True (and the rows quarantined, with the reason) when an orphan leaf may be a
+        former page rather than a lost live one: nothing in its table's tree can have lost
+        its keys (no unreadable page, no double reference, no foreign leaf over them), or
+        the free pages are not all known and no interior page still points at it."""
+        keys = [c.rowid for c, v in recs if c.rowid is not None]
+        holes = self._holes(st)
+        covered = all(any((lo is None or k > lo) and (hi is None or k <= hi)
+                          for lo, hi in holes) for k in keys)
+        why = None
+        if not covered:
+            kind = "tree intact"
+            why = ("orphan leaf page %d: the tree of %s lost no page over its keys %s..%s; a "
+                   "former page (freed or superseded), not restored"
+                   % (pgno, st.t.name, min(keys) if keys else None, max(keys) if keys else None))
+        elif not self.free_evidence["complete"] and pgno not in self._interior_children():
+            kind = "free pages unknown"
+            why = ("orphan leaf page %d may be a former free page: the free pages are not all "
+                   "known (%s) and no interior page points at it; not restored"
+                   % (pgno, "; ".join(self.free_evidence["incomplete_because"]) or "?"))
+        if why is None:
+            return False
+        hb = self.held_back
+        hb["pages"] += 1
+        hb["rows"] += len(recs)
+        hb["by_reason"][kind] = hb["by_reason"].get(kind, 0) + len(recs)
+        st.held_back[kind] = st.held_back.get(kind, 0) + len(recs)
+        for c, v in recs:
+            self._quarantine(st.t.name, c.rowid, v, "held back: " + why, page=pgno, count=False,
+                             raw=c.payload if v is None else None)
+        return True
+
+    def _holes(self, st):
+        """Key ranges (lo exclusive, hi inclusive; None unbounded) where the tree of a table
+        may have lost live pages."""
+        w = self.classes["walks"].get(st.t.name)
+        if w is None or not st.t.rootpage:
+            return [(None, None)]           # root unknown: anything may be lost
+        out = [(i.get("key_lo"), i.get("key_hi")) for i in w.bad_pages.values()]
+        out += [(d.get("key_lo"), d.get("key_hi")) for d in w.double_refs]
+        if w.bad_cells:
+            out.append((None, None))        # an unreadable interior cell: range unknown
+        return out
+
+    def _interior_children(self):
+        """Pages some readable, not free, table interior page points at."""
+        if getattr(self, "_children", None) is None:
+            kids = set()
+            for pgno, info in self.classes["pages"].items():
+                if info["kind"] != "table-interior" or pgno in self.free_set:
+                    continue
+                try:
+                    kids.update(self.reader.children(self.reader.btree_page(pgno)))
+                except sf.FormatError:
+                    continue
+            self._children = kids
+        return self._children
 
     def _decode_leaf(self, st, pgno):
         try:
@@ -1849,16 +1918,20 @@ class Salvage(object):
         r["identified_rows"] = sum(x["identified"] for x in tables_rep.values())
         r["saved_rows"] = sum(x["saved"] for x in tables_rep.values())
         partial = [n for n, x in tables_rep.items() if x["verdict"] != "complete"]
+        lost_somewhere = self.unattributed and any(self._holes(st) for st in self.states.values())
+        if not lost_somewhere and self.unattributed:
+            self.notes.append("%d unreadable pages belong to no tree, and every table's tree is "
+                              "whole: they held no live rows" % len(self.unattributed))
         if not ver["ok"]:
             r["verdict"] = "failed"
-        elif partial or self.unattributed:
+        elif partial or lost_somewhere:
             r["verdict"] = "partial"
         else:
             r["verdict"] = "complete"
         r["verdict_reasons"] = (["verification failed"] if not ver["ok"] else []) + [
             "table %s is partial" % n for n in partial] + (
             ["%d unreadable pages could not be attributed to a table" % len(self.unattributed)]
-            if self.unattributed else [])
+            if lost_somewhere else [])
         # WAL like Hermes, checkpointed into one file (own connection: no open statements);
         # the switch commits with synchronous=FULL, so the file is on disk after it
         out.close()
@@ -1897,6 +1970,9 @@ class Salvage(object):
             reasons.append("%d undecodable cells" % len(st.bad_cells))
         if st.walk_errors:
             reasons.extend(st.walk_errors)
+        if st.held_back.get("free pages unknown"):
+            reasons.append("%d rows on orphan pages held back: they may be deleted rows"
+                           % st.held_back["free pages unknown"])
         if not accounted:
             reasons.append("counts do not add up: identified %d != saved %d + duplicates %d + "
                            "quarantined %d" % (identified, saved, st.duplicates, st.quarantined))
@@ -1918,6 +1994,7 @@ class Salvage(object):
             "pages_referenced_twice": st.double_refs,
             "walk_bad_ranges": st.walk_bad_ranges,
             "freelist_records_not_restored": st.freelist_records,
+            "held_back_rows": st.held_back,
             "loss_rows": loss,
             "accounted": accounted,
             "verdict": "complete" if not reasons else "partial",
@@ -2006,6 +2083,54 @@ def _thread_cpu():
         return None
 
 
+def _free_pages(rd, cls, header_inferred):
+    """Every page known to be free, from every source of evidence, and whether that is all
+    of them: the freelist as the header points at it (its pages that a tree owns dropped),
+    pages shaped like freelist trunks that no tree owns and the pages they list, and the
+    pointer map where there is one. Complete when the chain read to its end and accounts
+    for the header's count (or, with the header's freelist fields unknown, the trunks found
+    form one chain ending in 0)."""
+    pages = cls["pages"]
+    fl = cls["freelist"]
+    why = []
+    trusted = not ({"freelist_trunk", "freelist_count"} & set(header_inferred))
+    walked = [p for p in fl["trunks"] + fl["leaves"] if pages[p]["owner"] is None]
+    if not trusted:
+        walked = []
+        why.append("the header's freelist fields are not the source's")
+    elif len(walked) != len(fl["trunks"]) + len(fl["leaves"]):
+        why.append("the freelist chain runs through pages a b-tree owns")
+    elif not fl["complete"]:
+        why.append("; ".join(fl["errors"]) or "freelist chain unreadable")
+    free = set(walked)
+    scanned = {}
+    for pgno, info in pages.items():
+        if info["owner"] is not None or pgno in free or info["kind"] in sf.PAGE_TYPE_NAMES.values():
+            continue
+        t = rd.trunk_like(pgno)
+        if t and not any(pages[x]["owner"] for x in t["leaves"]):
+            scanned[pgno] = t
+    for pgno, t in scanned.items():
+        free.add(pgno)
+        free.update(t["leaves"])
+    ptrmap = rd.ptrmap_free_pages()
+    free |= set(p for p in ptrmap if pages.get(p, {}).get("owner") is None)
+    if not why:
+        complete = True
+    elif trusted:
+        # what was missed is found again if the count now adds up
+        complete = (len(free) + fl.get("beyond_eof", 0) == rd.header.freelist_count
+                    and bool(scanned))
+    else:
+        nexts = dict((p, t["next"]) for p, t in scanned.items())
+        heads = [p for p in nexts if p not in nexts.values()]
+        complete = len(heads) <= 1 and all(n == 0 or n in nexts for n in nexts.values())
+    return free, {"complete": complete, "incomplete_because": [] if complete else why,
+                  "freelist_walked": len(walked), "trunks_found_by_shape": sorted(scanned),
+                  "ptrmap_free": len(ptrmap), "known_free": len(free),
+                  "header_freelist_count": rd.header.freelist_count if trusted else None}
+
+
 def _open_reader(image, fallback_header=None):
     try:
         return sf.SQLiteFile(image)
@@ -2017,7 +2142,9 @@ def _open_reader(image, fallback_header=None):
     hdr = bytearray(fallback_header[:100])
     hdr[32:40] = b"\x00" * 8          # the healthy file's freelist is not ours
     data[:100] = hdr
-    return sf.SQLiteFile(data=bytes(data))
+    rd = sf.SQLiteFile(data=bytes(data))
+    rd.header_from = "schema_from"
+    return rd
 
 
 # ---------------------------------------------------------------- public API

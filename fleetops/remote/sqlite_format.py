@@ -407,33 +407,85 @@ class SQLiteFile(object):
         seen = set()
         pgno = self.header.freelist_trunk
         per_trunk = self.usable_size // 4 - 2
+        # pages the header counts that lie past the end of the file (a truncated copy):
+        # accounted for, not unknown
+        beyond = 0
+        # complete: the chain was read to its end and holds every page the header counts
+        # (then no other page of the file can be a free page)
+        complete = True
+        bad_leaves = 0
         while pgno:
             if pgno in seen:
                 errors.append("freelist trunk loop at page %d" % pgno)
+                complete = False
                 break
             seen.add(pgno)
             try:
                 data = self.page(pgno)
             except FormatError as e:
                 errors.append(str(e))
+                complete = False
                 break
             trunks.append(pgno)
             nxt, n = struct.unpack(">II", data[:8])
             if n > per_trunk:
                 errors.append("trunk %d claims %d leaves" % (pgno, n))
                 n = per_trunk
+                complete = False
             for j in range(n):
                 leaf = struct.unpack(">I", data[8 + 4 * j:12 + 4 * j])[0]
                 if 1 <= leaf <= self.page_count and leaf not in seen:
                     seen.add(leaf)
                     leaves.append(leaf)
+                elif self.page_count < leaf <= max(self.header.header_page_count,
+                                                   self.page_count) and leaf not in seen:
+                    seen.add(leaf)
+                    beyond += 1
                 else:
-                    errors.append("trunk %d: bad leaf page %d" % (pgno, leaf))
+                    bad_leaves += 1
+                    if bad_leaves <= 3:
+                        errors.append("trunk %d: bad leaf page %d" % (pgno, leaf))
+                    complete = False
             pgno = nxt
-        if len(trunks) + len(leaves) != self.header.freelist_count:
+        if bad_leaves > 3:
+            errors.append("%d more bad leaf page numbers" % (bad_leaves - 3))
+        if len(trunks) + len(leaves) + beyond != self.header.freelist_count:
             errors.append("freelist holds %d pages, header says %d"
-                          % (len(trunks) + len(leaves), self.header.freelist_count))
-        return {"trunks": trunks, "leaves": leaves, "errors": errors}
+                          % (len(trunks) + len(leaves) + beyond, self.header.freelist_count))
+            complete = False
+        return {"trunks": trunks, "leaves": leaves, "errors": errors, "complete": complete,
+                "beyond_eof": beyond}
+
+    def trunk_like(self, pgno):
+        """The leaf page numbers a page lists if it has the shape of a freelist trunk
+        (next trunk, a count that fits, that many distinct pages of this file), else None.
+        Evidence of free pages where the header's freelist pointer cannot be trusted."""
+        try:
+            data = self.page(pgno)
+        except FormatError:
+            return None
+        nxt, n = struct.unpack(">II", data[:8])
+        if n == 0 or n > self.usable_size // 4 - 2 or nxt > self.page_count or nxt == pgno:
+            return None
+        out = list(struct.unpack(">%dI" % n, data[8:8 + 4 * n]))
+        if len(set(out)) != n or pgno in out or any(not 2 <= x <= self.page_count for x in out):
+            return None
+        return {"next": nxt, "leaves": out}
+
+    def ptrmap_free_pages(self):
+        """Pages the pointer map (auto_vacuum stores only) records as free."""
+        if not self.header.vacuum_mode:
+            return set()
+        free = set()
+        step = self.usable_size // 5 + 1
+        p = 2
+        while p <= self.page_count:
+            data = self.page(p)
+            for j in range(self.usable_size // 5):
+                if data[5 * j] == 2 and p + 1 + j <= self.page_count:
+                    free.add(p + 1 + j)
+            p += step
+        return free
 
     # ------------------------------------------------------------ b-tree walk
 
@@ -453,7 +505,7 @@ class SQLiteFile(object):
             pgno, parent, lo, hi, depth = stack.pop()
             if pgno in claimed:
                 w.double_refs.append({"page": pgno, "parent": parent,
-                                      "first_owner": claimed[pgno]})
+                                      "first_owner": claimed[pgno], "key_lo": lo, "key_hi": hi})
                 continue
             if depth > 64:
                 w.bad_pages[pgno] = {"reason": "tree deeper than 64", "parent": parent,
@@ -472,6 +524,13 @@ class SQLiteFile(object):
                     page.type_name, "table" if w.is_table else "index"),
                     "parent": parent, "key_lo": lo, "key_hi": hi}
                 continue
+            if page.type == TABLE_LEAF and page.ncells and (lo is not None or hi is not None):
+                why = self._keys_outside(page, lo, hi)
+                if why:
+                    # a leaf of another table, or a stale one: the parent's range is a hole
+                    w.bad_pages[pgno] = {"reason": why, "parent": parent, "key_lo": lo,
+                                         "key_hi": hi, "foreign_leaf": True}
+                    continue
             claimed[pgno] = owner if owner is not None else root
             w.pages[pgno] = page.type
             if page.is_leaf:
@@ -520,6 +579,19 @@ class SQLiteFile(object):
             for child, clo, chi in reversed(kids):
                 stack.append((child, pgno, clo, chi, depth + 1))
         return w
+
+    def _keys_outside(self, page, lo, hi):
+        """Why a table leaf's keys do not lie in (lo, hi], the range its parent gives it
+        (keys are sorted on a page: the first and last cell tell), or None."""
+        try:
+            first = self.read_cell(page, 0, follow_overflow=False).rowid
+            last = self.read_cell(page, page.ncells - 1, follow_overflow=False).rowid
+        except FormatError as e:
+            return str(e)
+        if (lo is not None and first <= lo) or (hi is not None and last > hi):
+            return "page %d: keys %d..%d outside the range (%s, %s] its parent gives" % (
+                page.pgno, first, last, lo, hi)
+        return None
 
     def _overflow_page_list(self, cell):
         if not cell.overflow_pages:

@@ -156,6 +156,23 @@ def add_wal_tail(src, dst, seed: int = 1) -> dict:
     return dict(meta)
 
 
+def with_deleted_run(src, dst, run: int = 10) -> dict:
+    """Copy ``src`` to ``dst`` with ``run`` consecutive sessions deleted by the real SessionDB
+    (secure_delete=OFF): whole sessions and messages leaves freed, still readable."""
+    src = Path(src)
+    digest = hashlib.sha256(src.read_bytes()).hexdigest()[:20]
+
+    def make(tmp: Path):
+        work = tmp / "work" / "state.db"
+        copy_image(src, work)
+        meta = _run_gen({"mode": "delete_run", "path": str(work), "run": run}, tmp)
+        return work, meta
+
+    cached, meta = _cached({"deleted_run_of": digest, "run": run}, make)
+    copy_image(cached, Path(dst))
+    return dict(meta)
+
+
 def standard_db(path) -> dict:
     """The default corpus database (STANDARD parameters)."""
     return realistic_db(path, **STANDARD)

@@ -630,11 +630,161 @@ def deleted_on_freelist(src, out) -> Damage:
     return _base(d, src, out, gt)
 
 
+# ---------------------------------------------------------------- cases on a store whose deleted
+# sessions (not only messages) sit on freelist pages: damage the evidence of what is free
+
+def _with_deleted_run(name: str, src, out) -> Tuple[Path, Path, Dict]:
+    """The healthy store with a run of sessions deleted by the real SessionDB
+    (secure_delete=OFF), copied to ``out``; returns (truth image, out, its ground truth)."""
+    out = Path(out)
+    ref = out.parent / "truth" / "state.db"
+    build.with_deleted_run(src, ref)
+    build.copy_image(ref, out)
+    return ref, out, truth.ground_truth(ref)
+
+
+def _readable_rows(ref: Path, keep_pages: int) -> Dict[str, Set[int]]:
+    """Per base table, rows a cut at ``keep_pages`` pages leaves readable: their leaf, every
+    interior page above it and every overflow page of the row inside the kept pages."""
+    out: Dict[str, Set[int]] = {}
+    roots = pagefile.root_pages(ref)
+    with PageFile(ref) as pf:
+        for t in truth.base_tables(ref):
+            ids: Set[int] = set()
+
+            def visit(pgno: int) -> None:
+                if pgno > keep_pages:
+                    return
+                page = pf.parse_page(pgno)
+                if not page.is_leaf:
+                    for c in pf.cells(page):
+                        visit(c.left_child)
+                    visit(page.right_child)
+                    return
+                for c in pf.cells(page):
+                    if all(x <= keep_pages for x in pf.overflow_chain(c.overflow)):
+                        ids.add(c.rowid)
+
+            visit(roots[t])
+            out[t] = ids
+    return out
+
+
+def _fk_closure(ref: Path, gt: Dict, rows: Dict[str, Set[int]]):
+    """Apply salvage's documented foreign-key rules to a set of surviving rows: a row whose
+    NOT NULL reference lost its parent goes (quarantined), a nullable one is set to NULL.
+    Returns (rows kept per table, [(table, rowid, column, original)] set to NULL)."""
+    con = sqlite3.connect(f"file:{ref}?mode=ro", uri=True)
+    try:
+        fks = {t: [(r[2], r[3], r[4]) for r in con.execute(f'PRAGMA foreign_key_list("{t}")')]
+               for t in rows}
+        notnull = {t: {r[1] for r in con.execute(f'PRAGMA table_info("{t}")') if r[3]} for t in rows}
+    finally:
+        con.close()
+    rows = {t: set(ids) for t, ids in rows.items()}
+    nulled = []
+    changed = True
+    while changed:
+        changed = False
+        for t, refs in fks.items():
+            cols = gt["tables"][t]["columns"]
+            for parent, col, pcol in refs:
+                pcols = gt["tables"][parent]["columns"]
+                have = {gt["tables"][parent]["rows"][r][pcols.index(pcol or "id")] for r in rows[parent]}
+                for rid in sorted(rows[t]):
+                    v = gt["tables"][t]["rows"][rid][cols.index(col)]
+                    if v is None or v in have:
+                        continue
+                    if col in notnull[t]:
+                        rows[t].discard(rid)
+                        changed = True
+                    elif (t, rid, col, v) not in nulled:
+                        nulled.append((t, rid, col, v))
+    return rows, nulled
+
+
+def freelist_trunk_pointer_damaged(src, out) -> Damage:
+    """The header's first-trunk pointer (offset 32) set to a live messages leaf page.
+
+    The freelist cannot be read (the "trunk" is a b-tree page), so every former free page
+    looks orphaned; the store has deleted sessions and messages on them. Every b-tree is
+    whole: every live row comes back and no deleted one.
+    """
+    ref, out, gt = _with_deleted_run("freelist_trunk_pointer_damaged", src, out)
+    root = pagefile.root_pages(ref)["messages"]
+    with PageFile(out, writable=True) as pf:
+        _, leaves = pf.walk(root)
+        target = leaves[len(leaves) // 3]
+        pf.write_header_field(32, ">I", target)
+    d = Damage("freelist_trunk_pointer_damaged",
+               f"header freelist trunk pointer set to messages leaf page {target}",
+               "structural_corruption", truth_path=str(ref), pages=[1],
+               extra={"trunk_pointer": target})
+    d.deleted_on_freelist = deleted_on_freelist_rows(ref, gt)
+    return _base(d, ref, out, gt)
+
+
+def freelist_trunk_page_damaged(src, out) -> Damage:
+    """Random bytes over the first freelist trunk page: the pages it listed (deleted rows
+    on many of them) are no longer known to be free. Every b-tree is whole."""
+    ref, out, gt = _with_deleted_run("freelist_trunk_page_damaged", src, out)
+    rng = _rng("freelist_trunk_page_damaged")
+    with PageFile(out, writable=True) as pf:
+        trunks, _ = pf.freelist()
+        pf.write_page(trunks[0], _garbage(rng, pf.page_size))
+    d = Damage("freelist_trunk_page_damaged", f"freelist trunk page {trunks[0]} overwritten",
+               "structural_corruption", truth_path=str(ref), pages=[trunks[0]])
+    d.deleted_on_freelist = deleted_on_freelist_rows(ref, gt)
+    return _base(d, ref, out, gt)
+
+
+def truncated_copy(src, out) -> Damage:
+    """The file cut at 60 % of its bytes, off a page boundary (a copy that ran out of disk
+    or was interrupted). Rows whose leaf, interior path or overflow chain lay past the cut
+    are gone; a freelist trunk past the cut leaves the pages it listed unknown."""
+    ref, out, gt = _with_deleted_run("truncated_copy", src, out)
+    with PageFile(ref) as pf:
+        page_size = pf.page_size
+    size = out.stat().st_size
+    cut = int(size * 0.6) - 1000
+    keep = cut // page_size
+    with open(out, "r+b") as fh:
+        fh.truncate(cut)
+    on_pages = _readable_rows(ref, keep)
+    readable, nulled = _fk_closure(ref, gt, on_pages)
+    lost = {t: set(v["rows"]) - readable[t] for t, v in gt["tables"].items()}
+    d = Damage("truncated_copy", f"cut at byte {cut} of {size} ({keep} whole pages kept)",
+               "structural_corruption", truth_path=str(ref),
+               lost_rows={t: ids for t, ids in lost.items() if ids}, nulled=nulled,
+               extra={"cut": cut, "pages_kept": keep,
+                      "fk_dropped": {t: on_pages[t] - readable[t] for t in readable}})
+    d.deleted_on_freelist = deleted_on_freelist_rows(ref, gt)
+    return _base(d, ref, out, gt)
+
+
+def header_zeroed(src, out) -> Damage:
+    """The 100-byte file header zeroed (magic, page size, freelist pointer and count gone);
+    every page intact. ``schema_from`` is given; the free pages must be found again."""
+    ref, out, gt = _with_deleted_run("header_zeroed", src, out)
+    with PageFile(out, writable=True) as pf:
+        page_size = pf.page_size
+        data = bytearray(pf.read_page(1))
+        data[:100] = bytes(100)
+        pf.write_page(1, bytes(data))
+    sf_ = schema_only_copy(ref, out.parent / "schema-from" / "state.db")
+    d = Damage("header_zeroed", "bytes 0..99 (the file header) zeroed", "unreadable",
+               truth_path=str(ref), pages=[1], schema_from=str(sf_),
+               extra={"page_size": page_size})
+    d.deleted_on_freelist = deleted_on_freelist_rows(ref, gt)
+    return _base(d, ref, out, gt)
+
+
 ALL_CASES: Dict[str, Callable[..., Damage]] = {f.__name__: f for f in (
     healthy, fts_pages_overwritten, session_duplicated_behind_title_index, unique_index_emptied,
     not_null_nulled, interior_page_zeroed, page1_damaged, schema_page_damaged, zero_length,
     not_sqlite, missing, garbage_huge_rowid, garbage_leaf_pages, page_referenced_twice,
-    torn_wal, deleted_on_freelist)}
+    torn_wal, deleted_on_freelist, freelist_trunk_pointer_damaged, freelist_trunk_page_damaged,
+    truncated_copy, header_zeroed)}
 
 
 def make(name: str, src, out) -> Damage:

@@ -286,10 +286,32 @@ def wal_tail(p: dict) -> dict:
     return {"wal_session": sid, "wal_message_ids": ids + [last_id], "last_txn_message_id": last_id}
 
 
+def delete_run(p: dict) -> dict:
+    """Delete a run of consecutive sessions (by rowid, from the middle) from an existing db
+    with the real SessionDB and secure_delete=OFF, so whole sessions leaves are freed with
+    their rows still readable on them: deleted sessions on freelist pages, not only messages.
+    Set explicitly: Debian's libsqlite3 defaults it on and would zero them.
+    """
+    src = Path(p["path"])
+    clock = FakeClock(1_790_000_000.0)
+    db = open_db(src, clock)
+    db._conn.execute("PRAGMA secure_delete=OFF")
+    ids = [r[0] for r in db._conn.execute("SELECT id FROM sessions ORDER BY rowid")]
+    run = p.get("run", 10)
+    start = max(0, len(ids) // 2 - run // 2)
+    victims = ids[start:start + run]
+    msgs = []
+    for sid in victims:
+        msgs.extend(r[0] for r in db._conn.execute("SELECT id FROM messages WHERE session_id = ?", (sid,)))
+        db.delete_session(sid)
+    db.close()
+    return {"run_deleted_sessions": victims, "run_deleted_message_ids": sorted(msgs)}
+
+
 def main() -> None:
     p = json.loads(sys.argv[1])
     import hermes_state  # noqa: F401  (fail early and clearly if the venv is wrong)
-    meta = build(p) if p["mode"] == "build" else wal_tail(p)
+    meta = {"build": build, "wal_tail": wal_tail, "delete_run": delete_run}[p["mode"]](p)
     meta["sqlite_version"] = sqlite3.sqlite_version
     try:
         from importlib.metadata import version
