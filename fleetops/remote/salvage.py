@@ -275,13 +275,14 @@ def _assign_page(tables, records):
 class Version(object):
     """One distinct content seen for one key, and every place it was seen."""
 
-    __slots__ = ("values", "walk", "cells", "first_page")
+    __slots__ = ("values", "walk", "cells", "first_page", "lineage")
 
     def __init__(self, values):
         self.values = values
         self.walk = False
         self.cells = set()
         self.first_page = None
+        self.lineage = False     # seen on a leaf of the table's own tree
 
     @property
     def instances(self):
@@ -306,8 +307,10 @@ class TableState(object):
         self.quarantine_reasons = {}
         self.undecodable = 0
         self.held_back = {}      # reason -> rows of orphan pages not restored
+        self.foreign_cells = {}  # rowid -> {content key: page} of another table's leaf its walk read
+        self.foreign_read = 0
 
-    def add(self, rowid, values, walk=False, cell=None):
+    def add(self, rowid, values, walk=False, cell=None, lineage=False):
         versions = self.keys.setdefault(rowid, {})
         ck = _content_key(values)
         v = versions.get(ck)
@@ -315,6 +318,8 @@ class TableState(object):
             v = versions[ck] = Version(values)
         if walk:
             v.walk = True
+        if lineage:
+            v.lineage = True
         if cell is not None:
             v.cells.add(cell)
             if v.first_page is None or cell[0] < v.first_page:
@@ -691,6 +696,8 @@ class Salvage(object):
             st.double_refs.extend(w.double_refs)
             for pgno in w.leaves:
                 self._decode_leaf(st, pgno)
+        for name, st in self.states.items():
+            self._foreign_leaves(st)
         # orphans and freelist leaves, assigned by shape
         candidates = [t for t in self.tables.values() if t.columns and not t.without_rowid
                       and not t.virtual]
@@ -860,6 +867,35 @@ class Salvage(object):
             self._children = kids
         return self._children
 
+    def _foreign_leaves(self, st):
+        """Leaves the tree of st's table points at that another tree owns (or whose keys do
+        not fit): by record shape, either the table's own (decoded as its lineage) or the
+        other table's, whose records SQLite's walk will return as this table's rows (noted,
+        to tell them from this table's own versions of those keys)."""
+        w = self.classes["walks"].get(st.t.name)
+        if w is None:
+            return
+        pages = [(d["page"], d.get("first_owner")) for d in w.double_refs
+                 if d.get("first_owner") not in (None, st.t.name)]
+        pages += [(p, None) for p, i in w.bad_pages.items() if i.get("foreign_leaf")]
+        for pgno, other in pages:
+            try:
+                recs = list(self.reader.leaf_records(pgno))
+            except sf.FormatError:
+                continue
+            good = [v for c, v in recs if v is not None]
+            cands = [st.t] + [t for t in self.tables.values()
+                              if t.columns and not t.without_rowid and not t.virtual
+                              and t.name != st.t.name and (other is None or t.name == other)]
+            tname, _why, _tied = _assign_page(cands, good) if good else (None, None, [])
+            if tname == st.t.name:
+                self._add_records(st, pgno, recs, shape_check=False)
+                continue
+            for c, v in recs:
+                if v is not None and c.rowid is not None:
+                    ck = _content_key(_normalize(st.t, c.rowid, v))
+                    st.foreign_cells.setdefault(c.rowid, {})[ck] = pgno
+
     def _decode_leaf(self, st, pgno):
         try:
             recs = list(self.reader.leaf_records(pgno))
@@ -890,7 +926,8 @@ class Salvage(object):
                 self._quarantine(t.name, cell.rowid, vals, "record has %d columns, table %d"
                                  % (len(vals), len(t.columns)), page=pgno)
                 continue
-            st.add(cell.rowid, _normalize(t, cell.rowid, vals), cell=(pgno, cell.index))
+            st.add(cell.rowid, _normalize(t, cell.rowid, vals), cell=(pgno, cell.index),
+                   lineage=not shape_check)
 
     # ------------------------------------------------------------ table walk
 
@@ -1630,32 +1667,64 @@ class Salvage(object):
         names = list(self.states)
         return [n for n in REPAIR_ORDER if n in names] + [n for n in names if n not in REPAIR_ORDER]
 
+    def _foreign_ranges(self, st):
+        """Key ranges where SQLite's walk of this table read a page another tree owns (or a
+        leaf whose keys do not fit): rows it returned there may be another table's."""
+        w = self.classes["walks"].get(st.t.name) if hasattr(self, "classes") else None
+        if w is None:
+            return []
+        out = [(d.get("key_lo"), d.get("key_hi")) for d in w.double_refs
+               if d.get("first_owner") not in (None, st.t.name)]
+        out += [(i.get("key_lo"), i.get("key_hi")) for i in w.bad_pages.values()
+                if i.get("foreign_leaf")]
+        return out
+
     def _plan(self, st):
-        """Rows to insert, in key order: per key, the walk's version first, else the
-        lowest page's; the other versions quarantined; extra instances duplicates."""
+        """Rows to insert, in key order: per key, every version in order of evidence (seen
+        by SQLite's walk and on the table's own leaves first; a walk row read through another
+        tree's page last; then more copies, then the lowest page); extra instances are
+        duplicates. The load tries them in that order until one goes in."""
         plan = []
         st.duplicates = 0
         st.conflicts = 0
         st.page_scan_only = 0
         st.identified = 0
+        foreign = self._foreign_ranges(st)
+
+        def in_foreign(k):
+            return not isinstance(k, tuple) and any(
+                (lo is None or k > lo) and (hi is None or k <= hi) for lo, hi in foreign)
+
         for rowid in sorted(st.keys, key=lambda k: (isinstance(k, tuple), k if not isinstance(k, tuple) else 0, str(k))):
+            doubtful = in_foreign(rowid)
+            theirs = st.foreign_cells.get(rowid, ())
+            for ck, v in list(st.keys[rowid].items()):
+                if v.walk and not v.lineage and not v.cells and ck in theirs:
+                    # SQLite read it from a page that belongs to another table: not a row
+                    # of this one (the page's own table has it)
+                    del st.keys[rowid][ck]
+                    st.foreign_read += 1
+                    self._quarantine(st.t.name, rowid, v.values,
+                                     "read through a page of another table: SQLite's walk of "
+                                     "%s returned it from page %s" % (st.t.name, theirs[ck]),
+                                     count=False)
+            if not st.keys[rowid]:
+                continue
             versions = sorted(st.keys[rowid].values(),
-                              key=lambda v: (not v.walk, v.first_page or 0))
-            for i, v in enumerate(versions):
+                              key=lambda v: (doubtful and v.walk and not v.lineage, not v.walk,
+                                             not v.lineage, -v.instances, v.first_page or 0))
+            for v in versions:
                 st.identified += v.instances
                 st.duplicates += v.instances - 1
                 if not v.walk:
                     st.page_scan_only += 1
-                if i == 0:
-                    plan.append((rowid, v))
-                else:
-                    st.conflicts += 1
-                    self._quarantine(st.t.name, rowid, v.values,
-                                     "conflicting version: same key %s, different content; "
-                                     "kept the %s version" % (rowid, "table-walk" if versions[0].walk
-                                                              else "lowest-page"),
-                                     page=v.first_page)
+            plan.append((rowid, versions))
         return plan
+
+    def _params(self, t, rowid, v):
+        if t.alias is None and not t.without_rowid:
+            return [rowid] + list(v.values)
+        return list(v.values)
 
     def _load_table(self, st):
         t = st.t
@@ -1665,27 +1734,99 @@ class Salvage(object):
         if t.alias is None and not t.without_rowid:
             sql = "INSERT INTO %s(rowid, %s) VALUES (?%s)" % (
                 _q(t.name), ", ".join(_q(c) for c in cols), ", ?" * len(cols))
-            params = [[rowid] + list(v.values) for rowid, v in plan]
         else:
             sql = "INSERT INTO %s(%s) VALUES (%s)" % (
                 _q(t.name), ", ".join(_q(c) for c in cols), ", ".join("?" * len(cols)))
-            params = [list(v.values) for rowid, v in plan]
         st.deferred = []
         for b in range(0, len(plan), self.batch):
-            chunk = params[b:b + self.batch]
+            part = plan[b:b + self.batch]
+            single = [(rowid, vs[0]) for rowid, vs in part if len(vs) == 1]
             out.execute("BEGIN")
             try:
                 out.execute("SAVEPOINT batch")
-                out.executemany(sql, chunk)
+                out.executemany(sql, [self._params(t, rowid, v) for rowid, v in single])
                 out.execute("RELEASE batch")
             except sqlite3.DatabaseError:
                 out.execute("ROLLBACK TO batch")
                 out.execute("RELEASE batch")
-                for (rowid, v), p in zip(plan[b:b + self.batch], chunk):
-                    self._insert_one(st, sql, rowid, v, p)
+                for rowid, v in single:
+                    self._insert_one(st, sql, rowid, v, self._params(t, rowid, v))
+            for rowid, vs in part:
+                if len(vs) > 1:
+                    self._insert_versions(st, sql, rowid, vs)
             out.execute("COMMIT")
 
-    def _insert_one(self, st, sql, rowid, v, p):
+    def _insert_versions(self, st, sql, rowid, versions):
+        """Two or more versions of one key: try each in order of evidence until one goes in
+        (constraints and, for a NOT NULL reference, its parent row); quarantine the others.
+        A version that fails only a repairable NOT NULL is kept for the repair pass when no
+        other version goes in."""
+        t = st.t
+        failed = []
+        chosen = None
+        repairable = None
+        for v in versions:
+            why = self._missing_parent(t, v.values)
+            if why is None:
+                n_def = len(st.deferred)
+                if self._insert_one(st, sql, rowid, v, self._params(t, rowid, v), quiet=True):
+                    chosen = v
+                    break
+                if len(st.deferred) > n_def:
+                    repairable = repairable or st.deferred.pop()
+                    why = "NOT NULL constraint failed: %s.%s" % (t.name, repairable[4])
+                else:
+                    why = self._last_insert_error
+            failed.append((v, why))
+        if chosen is None and repairable is not None:
+            st.deferred.append(repairable)
+            chosen = repairable[1]
+        kept = ("the version that %s" % ("went in" if chosen is not None and repairable is None
+                                         or chosen is not repairable[1] else "is repaired")
+                if chosen is not None else None)
+        for v in versions:
+            if v is chosen:
+                continue
+            st.conflicts += 1
+            why = dict((id(x), w) for x, w in failed).get(id(v))
+            self._quarantine(t.name, rowid, v.values,
+                             "conflicting version: same key %s, different content; %s%s" % (
+                                 rowid, "kept %s" % kept if kept else "no version went in",
+                                 "; this one: %s" % why if why else ""),
+                             page=v.first_page)
+
+    def _missing_parent(self, t, values):
+        """Why a row's NOT NULL reference has no parent in the output yet, or None."""
+        for ci, ptable, pcol in self._notnull_fks(t):
+            val = values[ci]
+            if val is None or ptable not in self.states:
+                continue
+            try:
+                if _one(self.out, "SELECT 1 FROM %s WHERE %s = ? LIMIT 1"
+                        % (_q(ptable), _q(pcol)), (val,)) is None:
+                    return "FOREIGN KEY: no %s row with %s = %r" % (ptable, pcol, val)
+            except sqlite3.Error:
+                return None
+        return None
+
+    def _notnull_fks(self, t):
+        cache = self.__dict__.setdefault("_fk_cache", {})
+        if t.name not in cache:
+            out = []
+            try:
+                for f in self.out.execute("PRAGMA foreign_key_list(%s)" % _q(t.name)).fetchall():
+                    col, ptable, pcol = f[3], f[2], f[4]
+                    if col in t.columns and t.notnull[t.columns.index(col)]:
+                        if pcol is None and ptable in self.tables:
+                            pt = self.tables[ptable]
+                            pcol = pt.columns[pt.alias] if pt.alias is not None else "rowid"
+                        out.append((t.columns.index(col), ptable, pcol or "rowid"))
+            except sqlite3.Error:
+                pass
+            cache[t.name] = out
+        return cache[t.name]
+
+    def _insert_one(self, st, sql, rowid, v, p, quiet=False):
         t = st.t
         try:
             self.out.execute("SAVEPOINT one")
@@ -1704,7 +1845,9 @@ class Salvage(object):
                 reason = "%s: kept the first row (lowest key) with this value" % msg
             else:
                 reason = msg
-            self._quarantine(t.name, rowid, v.values, reason, page=v.first_page)
+            self._last_insert_error = reason
+            if not quiet:
+                self._quarantine(t.name, rowid, v.values, reason, page=v.first_page)
             return False
 
     def _apply_repairs(self):
@@ -1995,6 +2138,7 @@ class Salvage(object):
             "walk_bad_ranges": st.walk_bad_ranges,
             "freelist_records_not_restored": st.freelist_records,
             "held_back_rows": st.held_back,
+            "foreign_rows_read": st.foreign_read,
             "loss_rows": loss,
             "accounted": accounted,
             "verdict": "complete" if not reasons else "partial",

@@ -779,12 +779,44 @@ def header_zeroed(src, out) -> Damage:
     return _base(d, ref, out, gt)
 
 
+def interior_points_at_foreign_leaf(src, out) -> Damage:
+    """A messages interior cell's child pointer set to a sessions leaf (a misdirected write).
+
+    SQLite's walk of messages then reads that sessions leaf as messages rows with the keys of
+    the leaf it replaced; the replaced leaf is orphaned but intact. Two versions of those keys:
+    the foreign one (from the walk) and the intact one (page scan). Every row comes back, once,
+    as it was; no sessions row becomes a message.
+    """
+    src, out, gt = _start("interior_points_at_foreign_leaf", src, out)
+    roots = pagefile.root_pages(src)
+    with PageFile(out, writable=True) as pf:
+        _, s_leaves = pf.walk(roots["sessions"])
+        foreign = s_leaves[0]
+        f_ids = {c.rowid for c in pf.cells(pf.parse_page(foreign))}
+        interior, _ = pf.walk(roots["messages"])
+        target = next(p for p in interior if p != roots["messages"]) if len(interior) > 1 else interior[0]
+        page = pf.parse_page(target)
+        cells = pf.cells(page)
+        replaced = cells[0].left_child
+        b_ids = {c.rowid for c in pf.cells(pf.parse_page(replaced))}
+        data = bytearray(page.data)
+        struct.pack_into(">I", data, cells[0].offset, foreign)
+        pf.write_page(target, bytes(data))
+    d = Damage("interior_points_at_foreign_leaf",
+               f"messages interior page {target}: cell 0 points at sessions leaf {foreign} "
+               f"instead of messages leaf {replaced}", "structural_corruption",
+               expect_errors_in={"messages"}, unreachable={"messages": b_ids}, pages=[target],
+               extra={"foreign_leaf": foreign, "replaced_leaf": replaced, "foreign_ids": f_ids,
+                      "conflicting_keys": f_ids & b_ids})
+    return _base(d, src, out, gt)
+
+
 ALL_CASES: Dict[str, Callable[..., Damage]] = {f.__name__: f for f in (
     healthy, fts_pages_overwritten, session_duplicated_behind_title_index, unique_index_emptied,
     not_null_nulled, interior_page_zeroed, page1_damaged, schema_page_damaged, zero_length,
     not_sqlite, missing, garbage_huge_rowid, garbage_leaf_pages, page_referenced_twice,
     torn_wal, deleted_on_freelist, freelist_trunk_pointer_damaged, freelist_trunk_page_damaged,
-    truncated_copy, header_zeroed)}
+    truncated_copy, header_zeroed, interior_points_at_foreign_leaf)}
 
 
 def make(name: str, src, out) -> Damage:
