@@ -34,6 +34,12 @@ def salvage(args) -> int:
         else:
             print("salvage: %s" % e, file=sys.stderr)
         return EXIT_BAD_INPUT
+    except engine.SalvageError as e:
+        if _get(args, "json"):
+            print(json.dumps({"verdict": "failed", "error": str(e)}))
+        else:
+            print("salvage: %s" % e, file=sys.stderr)
+        return EXIT_HOST_FAILED
     if _get(args, "json"):
         print(json.dumps(report, indent=2, sort_keys=True, default=engine._json_default))
     else:

@@ -30,6 +30,7 @@ import threading
 import time
 import urllib.parse
 
+from fleetops.remote import hermes_schemas
 from fleetops.remote import sqlite_format as sf
 from fleetops.remote.durable import fsync_dir, fsync_file, sha256_file
 
@@ -53,6 +54,10 @@ INT64_MAX = (1 << 63) - 1
 
 class SalvageInputError(Exception):
     """The arguments or the source cannot be used at all (CLI exit 4)."""
+
+
+class SalvageError(Exception):
+    """The salvage itself failed part way (CLI exit 2); no output and no temporary file left."""
 
 
 # ---------------------------------------------------------------- helpers
@@ -446,7 +451,16 @@ class Salvage(object):
         self._check_inputs()
         before = self._before = _file_fingerprints(self.source)
         try:
-            self._run()
+            try:
+                self._run()
+            except SalvageInputError:
+                raise
+            except Exception as e:  # noqa: BLE001 - every failure is the salvage's, named as such
+                self._discard_output()
+                self.report["verdict"] = "failed"
+                self.report["error"] = "%s: %s" % (type(e).__name__, e)
+                raise SalvageError("salvage failed: %s: %s (no output written)"
+                                   % (type(e).__name__, e)) from e
         finally:
             if self.fts_spec_state == "running":
                 self._stop_speculation("salvage ended before the FTS build")
@@ -472,6 +486,19 @@ class Salvage(object):
             if self.report_path:
                 self._write_report()
         return self.report
+
+    def _discard_output(self):
+        """Close and remove the temporary output of a failed run (the source is untouched)."""
+        out = getattr(self, "out", None)
+        if out is not None:
+            try:
+                out.close()
+            except sqlite3.Error:
+                pass
+        tmp = getattr(self, "tmp_out", None)
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            if tmp and os.path.exists(tmp + suffix):
+                os.unlink(tmp + suffix)
 
     def _check_inputs(self):
         if not os.path.isfile(self.source):
@@ -618,14 +645,48 @@ class Salvage(object):
             self.schema_rows = src_rows
             self.report["schema_source"] = "source"
         else:
-            if not reader_rows:
-                raise SalvageInputError("source schema unreadable (%s); pass schema_from" % err)
-            self.schema_rows = reader_rows
+            added = self._schema_fallback(reader_rows or [])
+            if not reader_rows and not added:
+                raise SalvageInputError("source schema unreadable (%s) and not recognised as a "
+                                        "Hermes version fleetops ships; pass schema_from" % err)
+            self.schema_rows = (reader_rows or []) + added
             self.report["schema_source"] = "page-reader"
             self.notes.append("schema read by the page reader after SQLite failed: %s" % err)
         self.tables, problems = _build_model(self.schema_rows)
         self.notes.extend(problems)
         self.states = dict((n, TableState(t)) for n, t in self.tables.items() if t.target)
+
+    def _schema_fallback(self, rows):
+        """Schema rows for the objects whose DDL the source lost, from the shipped schema of
+        the Hermes version that made it (root pages unknown: their pages are found by the
+        page scan). Reported per object; [] when the version cannot be told."""
+        version = None
+        sv = [r for r in rows if r["name"] == "schema_version" and r.get("rootpage")]
+        if sv:
+            try:
+                w = self.reader.walk_btree(sv[0]["rootpage"])
+                vals = [v for pg in w.leaves for _c, v in self.reader.leaf_records(pg) if v]
+                if len(vals) == 1 and len(vals[0]) == 1 and isinstance(vals[0][0], int):
+                    version = vals[0][0]
+            except sf.FormatError:
+                pass
+        module, how = hermes_schemas.identify(rows, version)
+        rep = self.report["schema_fallback"] = {"used": False, "identified_by": how}
+        if module is None:
+            self.notes.append("no fallback schema for the lost DDL: %s" % how)
+            return []
+        have = set(r["name"] for r in rows)
+        added = [{"type": o[0], "name": o[1], "tbl_name": o[2], "rootpage": 0, "sql": o[3]}
+                 for o in module.OBJECTS if o[1] not in have]
+        rep.update({"used": bool(added), "hermes_version": module.HERMES_VERSION,
+                    "schema_version": module.SCHEMA_VERSION,
+                    "objects": [r["name"] for r in added]})
+        if added:
+            self.notes.append("DDL of %d objects lost with the schema page, taken from the schema "
+                              "Hermes %s creates (%s): %s" % (
+                                  len(added), module.HERMES_VERSION, how,
+                                  ", ".join(r["name"] for r in added)))
+        return added
 
     def _recover_schema_rows(self):
         """sqlite_schema rows when SQLite cannot read them: page 1's tree, then every
@@ -1155,7 +1216,10 @@ class Salvage(object):
                 self.fts_report[name] = {"mode": "leave-to-hermes", "created": False}
         out.execute("BEGIN")
         for r in unique_idx:
-            out.execute(r["sql"])
+            try:
+                out.execute(r["sql"])
+            except sqlite3.Error as e:
+                self.notes.append("index %s not created: %s" % (r["name"], e))
         out.execute("COMMIT")
         # rows
         for name in self._load_order():
@@ -2062,19 +2126,24 @@ class Salvage(object):
         r["saved_rows"] = sum(x["saved"] for x in tables_rep.values())
         partial = [n for n, x in tables_rep.items() if x["verdict"] != "complete"]
         lost_somewhere = self.unattributed and any(self._holes(st) for st in self.states.values())
+        sw = self.classes["walks"].get("sqlite_schema")
+        ddl_lost = (sw is not None and bool(sw.bad_pages or sw.bad_cells) and not self.schema_from
+                    and not self.report.get("schema_fallback", {}).get("used"))
         if not lost_somewhere and self.unattributed:
             self.notes.append("%d unreadable pages belong to no tree, and every table's tree is "
                               "whole: they held no live rows" % len(self.unattributed))
         if not ver["ok"]:
             r["verdict"] = "failed"
-        elif partial or lost_somewhere:
+        elif partial or lost_somewhere or ddl_lost:
             r["verdict"] = "partial"
         else:
             r["verdict"] = "complete"
         r["verdict_reasons"] = (["verification failed"] if not ver["ok"] else []) + [
             "table %s is partial" % n for n in partial] + (
             ["%d unreadable pages could not be attributed to a table" % len(self.unattributed)]
-            if lost_somewhere else [])
+            if lost_somewhere else []) + (
+            ["sqlite_schema lost pages and no schema gives their objects' DDL: tables whose "
+             "DDL was there are not salvaged"] if ddl_lost else [])
         # WAL like Hermes, checkpointed into one file (own connection: no open statements);
         # the switch commits with synchronous=FULL, so the file is on disk after it
         out.close()

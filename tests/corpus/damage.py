@@ -811,12 +811,33 @@ def interior_points_at_foreign_leaf(src, out) -> Damage:
     return _base(d, src, out, gt)
 
 
+def schema_page_lost(src, out) -> Damage:
+    """The sqlite_schema leaf that holds the DDL of ``messages`` overwritten with random bytes,
+    and no healthy schema given: the DDL of the objects on it is gone from the file. Every
+    table page is intact; the schema Hermes 0.19.0 creates (shipped with fleetops) gives the
+    lost objects back."""
+    src, out, gt = _start("schema_page_lost", src, out)
+    rng = _rng("schema_page_lost")
+    with PageFile(out, writable=True) as pf:
+        target, names = None, []
+        for pg, page, cells in _leaf_with_cells(pf, 1):
+            here = [pagefile.decode_record(pf.full_payload(c))[1] for c in cells]
+            if "messages" in here:
+                target, names = pg, here
+        if target == 1:
+            raise RuntimeError("sqlite_schema is one page: losing it is page1_damaged")
+        pf.write_page(target, _garbage(rng, pf.page_size))
+    d = Damage("schema_page_lost", f"sqlite_schema leaf page {target} overwritten (DDL of {', '.join(names)})",
+               "unreadable", pages=[target], extra={"lost_objects": names})
+    return _base(d, src, out, gt)
+
+
 ALL_CASES: Dict[str, Callable[..., Damage]] = {f.__name__: f for f in (
     healthy, fts_pages_overwritten, session_duplicated_behind_title_index, unique_index_emptied,
     not_null_nulled, interior_page_zeroed, page1_damaged, schema_page_damaged, zero_length,
     not_sqlite, missing, garbage_huge_rowid, garbage_leaf_pages, page_referenced_twice,
     torn_wal, deleted_on_freelist, freelist_trunk_pointer_damaged, freelist_trunk_page_damaged,
-    truncated_copy, header_zeroed, interior_points_at_foreign_leaf)}
+    truncated_copy, header_zeroed, interior_points_at_foreign_leaf, schema_page_lost)}
 
 
 def make(name: str, src, out) -> Damage:

@@ -308,10 +308,25 @@ def delete_run(p: dict) -> dict:
     return {"run_deleted_sessions": victims, "run_deleted_message_ids": sorted(msgs)}
 
 
+def schema(p: dict) -> dict:
+    """The sqlite_schema rows the real SessionDB writes into a new state.db (in creation
+    order), and its schema_version: what fleetops ships as a version's fallback DDL."""
+    path = Path(p["path"])
+    db = open_db(path, FakeClock(1_780_000_000.0))
+    db.close()
+    con = sqlite3.connect(str(path))
+    rows = [list(r) for r in con.execute(
+        "SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY rowid")]
+    version = con.execute("SELECT version FROM schema_version").fetchone()[0]
+    con.close()
+    return {"objects": rows, "schema_version": version}
+
+
 def main() -> None:
     p = json.loads(sys.argv[1])
     import hermes_state  # noqa: F401  (fail early and clearly if the venv is wrong)
-    meta = {"build": build, "wal_tail": wal_tail, "delete_run": delete_run}[p["mode"]](p)
+    meta = {"build": build, "wal_tail": wal_tail, "delete_run": delete_run,
+            "schema": schema}[p["mode"]](p)
     meta["sqlite_version"] = sqlite3.sqlite_version
     try:
         from importlib.metadata import version

@@ -15,7 +15,7 @@ CASES_WITH_ROWS = ["healthy", "fts_pages_overwritten", "session_duplicated_behin
                    "garbage_leaf_pages", "page_referenced_twice", "torn_wal",
                    "deleted_on_freelist", "freelist_trunk_pointer_damaged",
                    "freelist_trunk_page_damaged", "truncated_copy", "header_zeroed",
-                   "interior_points_at_foreign_leaf"]
+                   "interior_points_at_foreign_leaf", "schema_page_lost"]
 
 
 def out_rows(path, table):
