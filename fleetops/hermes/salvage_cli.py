@@ -28,18 +28,13 @@ def salvage(args) -> int:
             schema_from=_get(args, "schema_from"),
             quarantine_freelist=bool(_get(args, "quarantine_freelist", False)),
             report_path=_get(args, "report"))
-    except engine.SalvageInputError as e:
+    except (engine.SalvageInputError, engine.SalvageError) as e:
+        bad_input = isinstance(e, engine.SalvageInputError)
         if _get(args, "json"):
-            print(json.dumps({"verdict": "bad-input", "error": str(e)}))
+            print(json.dumps({"verdict": "bad-input" if bad_input else "failed", "error": str(e)}))
         else:
             print("salvage: %s" % e, file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except engine.SalvageError as e:
-        if _get(args, "json"):
-            print(json.dumps({"verdict": "failed", "error": str(e)}))
-        else:
-            print("salvage: %s" % e, file=sys.stderr)
-        return EXIT_HOST_FAILED
+        return EXIT_BAD_INPUT if bad_input else EXIT_HOST_FAILED
     if _get(args, "json"):
         print(json.dumps(report, indent=2, sort_keys=True, default=engine._json_default))
     else:

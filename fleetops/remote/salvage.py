@@ -21,6 +21,7 @@ import base64
 import bisect
 import concurrent.futures
 import json
+import mmap
 import os
 import re
 import shutil
@@ -92,6 +93,8 @@ def _one(conn, sql, params=()):
 
 
 def _jsonable(v):
+    if isinstance(v, sf.InvalidText):
+        return {"$text_invalid_utf8_hex": bytes(v).hex()}
     if isinstance(v, (bytes, bytearray, memoryview)):
         return {"$blob_b64": base64.b64encode(bytes(v)).decode("ascii")}
     if isinstance(v, str):
@@ -314,6 +317,7 @@ class TableState(object):
         self.held_back = {}      # reason -> rows of orphan pages not restored
         self.foreign_cells = {}  # rowid -> {content key: page} of another table's leaf its walk read
         self.foreign_read = 0
+        self.invalid_text = []   # rowids saved with text that is not valid UTF-8
 
     def add(self, rowid, values, walk=False, cell=None, lineage=False):
         versions = self.keys.setdefault(rowid, {})
@@ -513,12 +517,24 @@ class Salvage(object):
             raise SalvageInputError("schema_from %s is not a file" % self.schema_from)
         with open(self.source, "rb") as fh:
             head = fh.read(100)
+        self.inferred_header = None
         try:
             sf.parse_header(head)
         except sf.FormatError as e:
-            if not self.schema_from:
-                raise SalvageInputError("source is not a SQLite database (%s); a damaged "
-                                        "header needs schema_from" % e)
+            try:
+                with open(self.source, "rb") as fh:
+                    size = os.fstat(fh.fileno()).st_size
+                    mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+                    try:
+                        self.inferred_header = sf.infer_header(mm)
+                    finally:
+                        if size:
+                            mm.close()
+            except sf.FormatError as e2:
+                if not self.schema_from:
+                    raise SalvageInputError("source is not a SQLite database (%s) and its header "
+                                            "cannot be inferred (%s); a damaged header needs "
+                                            "schema_from" % (e, e2))
 
     def _tick(self, name, t0):
         self.durations[name] = round(time.monotonic() - t0, 3)
@@ -542,6 +558,15 @@ class Salvage(object):
         if getattr(self.reader, "header_from", None) == "schema_from":
             self.header_inferred = ["freelist_trunk", "freelist_count", "header (schema_from's)"]
         r["header"] = self.reader.header.as_dict()
+        h = self.reader.header
+        if (h.freelist_trunk > self.reader.page_count or h.freelist_count > self.reader.page_count
+                ) and "freelist_trunk" not in self.header_inferred:
+            # pointing outside the file: not the freelist's, whatever the rest says
+            self.header_inferred += ["freelist_trunk", "freelist_count"]
+            self.notes.append("header freelist fields point outside the file (trunk %d, count "
+                              "%d): free pages found from the pages instead"
+                              % (h.freelist_trunk, h.freelist_count))
+        r["header_inferred"] = list(self.header_inferred)
         self._load_schema(image)
         self._tick("schema", t)
         self._speculate_fts()
@@ -577,11 +602,22 @@ class Salvage(object):
         if os.path.exists(journal) and os.path.getsize(journal) > 0:
             self.notes.append("a rollback journal is present and was NOT applied "
                               "(immutable read of the main file)")
-        if info["wal_present"] and os.path.getsize(wal) > 0:
+        has_wal = info["wal_present"] and os.path.getsize(wal) > 0
+        if has_wal or self.inferred_header:
             self.tmpdir = tempfile.mkdtemp(prefix="fleetops-salvage-",
                                            dir=os.path.dirname(self.output))
             image = os.path.join(self.tmpdir, "image.db")
             shutil.copyfile(self.source, image)
+        if self.inferred_header:
+            # the private copy gets the inferred header, so SQLite can read it too
+            hdr, fields = self.inferred_header
+            with open(image, "r+b") as fh:
+                fh.write(hdr)
+            self.header_inferred = list(fields)
+            info["header_inferred"] = list(fields)
+            self.notes.append("damaged file header: inferred %s from the pages (private copy)"
+                              % ", ".join(fields))
+        if has_wal:
             wal_copy = image + "-wal"
             shutil.copyfile(wal, wal_copy)
             try:
@@ -596,6 +632,7 @@ class Salvage(object):
                                       info["wal_applied"]["frames_total"]
                                       - info["wal_applied"]["frames_committed"],
                                       info["wal_applied"]["frames_total"]))
+        if has_wal or self.inferred_header:
             info["copied"] = True
         else:
             image = self.source
@@ -1032,6 +1069,10 @@ class Salvage(object):
                         hi = rid
             except sqlite3.DatabaseError as e:
                 err = str(e)
+                if "decode" in err and self.src.text_factory is not sf.text_or_invalid:
+                    # text that is not valid UTF-8: read it as the bytes it is, from here on
+                    self.src.text_factory = sf.text_or_invalid
+                    continue
             if err is None:
                 if got < self.batch or hi >= INT64_MAX:
                     break
@@ -1055,11 +1096,15 @@ class Salvage(object):
         for k in known:
             if k in seen_walk:
                 continue
-            try:
-                for row in self.src.execute(point, (k,)).fetchall():
-                    st.add(row[0], list(row[1:]), walk=True)
-            except sqlite3.DatabaseError:
-                pass
+            for _try in (1, 2):
+                try:
+                    for row in self.src.execute(point, (k,)).fetchall():
+                        st.add(row[0], list(row[1:]), walk=True)
+                except sqlite3.DatabaseError as e:
+                    if "decode" in str(e) and self.src.text_factory is not sf.text_or_invalid:
+                        self.src.text_factory = sf.text_or_invalid
+                        continue
+                break
 
     def _readable_from(self, t, rowid):
         try:
@@ -1144,6 +1189,7 @@ class Salvage(object):
         fd = os.open(self.tmp_out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         os.close(fd)
         out = sqlite3.connect(self.tmp_out, isolation_level=None)
+        out.text_factory = sf.text_or_invalid
         self.out = out
         out.execute("PRAGMA foreign_keys=OFF")
         out.execute("PRAGMA journal_mode=DELETE")
@@ -1785,6 +1831,15 @@ class Salvage(object):
             plan.append((rowid, versions))
         return plan
 
+    def _insert_sql(self, sql, p):
+        """The INSERT for these parameters: text that is not valid UTF-8 is bound as its bytes
+        and cast to TEXT, so it is stored exactly as it was, as TEXT."""
+        if not any(isinstance(x, sf.InvalidText) for x in p):
+            return sql
+        head, _sep, _tail = sql.rpartition("VALUES (")
+        return head + "VALUES (" + ", ".join(
+            "CAST(? AS TEXT)" if isinstance(x, sf.InvalidText) else "?" for x in p) + ")"
+
     def _params(self, t, rowid, v):
         if t.alias is None and not t.without_rowid:
             return [rowid] + list(v.values)
@@ -1804,7 +1859,8 @@ class Salvage(object):
         st.deferred = []
         for b in range(0, len(plan), self.batch):
             part = plan[b:b + self.batch]
-            single = [(rowid, vs[0]) for rowid, vs in part if len(vs) == 1]
+            single = [(rowid, vs[0]) for rowid, vs in part if len(vs) == 1
+                      and not any(isinstance(x, sf.InvalidText) for x in vs[0].values)]
             out.execute("BEGIN")
             try:
                 out.execute("SAVEPOINT batch")
@@ -1818,6 +1874,8 @@ class Salvage(object):
             for rowid, vs in part:
                 if len(vs) > 1:
                     self._insert_versions(st, sql, rowid, vs)
+                elif any(isinstance(x, sf.InvalidText) for x in vs[0].values):
+                    self._insert_one(st, sql, rowid, vs[0], self._params(t, rowid, vs[0]))
             out.execute("COMMIT")
 
     def _insert_versions(self, st, sql, rowid, versions):
@@ -1894,8 +1952,10 @@ class Salvage(object):
         t = st.t
         try:
             self.out.execute("SAVEPOINT one")
-            self.out.execute(sql, p)
+            self.out.execute(self._insert_sql(sql, p), p)
             self.out.execute("RELEASE one")
+            if any(isinstance(x, sf.InvalidText) for x in p):
+                st.invalid_text.append(rowid)
             return True
         except sqlite3.DatabaseError as e:
             self.out.execute("ROLLBACK TO one")
@@ -2008,6 +2068,7 @@ class Salvage(object):
 
     def _fts_check(self, name, out):
         rep = self.fts_report[name]
+        out.text_factory = sf.text_or_invalid
         try:
             out.execute("INSERT INTO %s(%s) VALUES('integrity-check')" % (_q(name), _q(name)))
             rep["integrity_check"] = "ok"
@@ -2182,6 +2243,9 @@ class Salvage(object):
             reasons.append("%d undecodable cells" % len(st.bad_cells))
         if st.walk_errors:
             reasons.extend(st.walk_errors)
+        if st.invalid_text:
+            reasons.append("%d rows saved with text that is not valid UTF-8 (bytes kept as "
+                           "stored: damaged content)" % len(st.invalid_text))
         if st.held_back.get("free pages unknown"):
             reasons.append("%d rows on orphan pages held back: they may be deleted rows"
                            % st.held_back["free pages unknown"])
@@ -2208,6 +2272,8 @@ class Salvage(object):
             "freelist_records_not_restored": st.freelist_records,
             "held_back_rows": st.held_back,
             "foreign_rows_read": st.foreign_read,
+            "invalid_utf8_rows": sorted(st.invalid_text)[:100],
+            "invalid_utf8_count": len(st.invalid_text),
             "loss_rows": loss,
             "accounted": accounted,
             "verdict": "complete" if not reasons else "partial",

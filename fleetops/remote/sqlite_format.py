@@ -33,6 +33,21 @@ class FormatError(Exception):
     """The bytes do not form what the SQLite file format says they should."""
 
 
+class InvalidText(bytes):
+    """A TEXT value whose bytes are not valid in the database's encoding, kept exactly as
+    stored (SQLite itself stores and returns such bytes; only decoding them fails)."""
+
+    __slots__ = ()
+
+
+def text_or_invalid(data):
+    """sqlite3 text_factory: str where the bytes are valid UTF-8, else InvalidText."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return InvalidText(data)
+
+
 # ---------------------------------------------------------------- varints
 
 def read_varint(buf, off):
@@ -113,8 +128,8 @@ def _decode_value(st, data, encoding, errors):
         return bytes(data)
     try:
         return bytes(data).decode(encoding, errors)
-    except UnicodeDecodeError as e:
-        raise FormatError("text not valid %s: %s" % (encoding, e))
+    except UnicodeDecodeError:
+        return InvalidText(data)
 
 
 def parse_record_header(payload):
@@ -194,6 +209,116 @@ def parse_header(buf):
     h.vacuum_mode = struct.unpack(">I", buf[52:56])[0]
     h.version_valid_for, h.sqlite_version = struct.unpack(">II", buf[92:100])
     return h
+
+
+def infer_header(buf):
+    """(header bytes, inferred field names) for a file whose 100-byte header is damaged but
+    whose pages can be read: the page size the pages agree with (b-tree page headers that
+    parse at odd multiples of it; the smallest that fits about as well as the best), the other fields
+    checked one by one and set to what SQLite writes by default where they are impossible.
+    The freelist fields are reported unknown (and zeroed) when they point outside the file
+    or when the header lost more than its magic string. FormatError when no page size fits."""
+    size = len(buf)
+    if size < 1024:
+        raise FormatError("file of %d bytes: too short to infer a header" % size)
+    old = bytes(buf[:100]).ljust(100, b"\x00")
+    hdr = bytearray(old)
+    inferred = []
+    if old[:16] != HEADER_MAGIC:
+        hdr[:16] = HEADER_MAGIC
+        inferred.append("magic")
+    scores = {}
+    for ps in (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536):
+        n = size // ps
+        if n < 2:
+            continue
+        # pages at odd multiples of ps: page starts if the page size is ps or smaller,
+        # the middle of a page (almost never a b-tree header) if it is larger
+        odd = list(range(2, n + 1, 2))
+        sample = sorted(set(odd[(i * (len(odd) - 1)) // 127] for i in range(128))) if odd else []
+        ok = nonzero = 0
+        for p in sample:
+            data = buf[(p - 1) * ps:p * ps]
+            if not any(data[:16]):
+                continue
+            nonzero += 1
+            if _btree_header_fits(data, 0, ps):
+                ok += 1
+        if _btree_header_fits(buf[:ps], 100, ps):
+            ok += 1
+            nonzero += 1
+        if ok >= 2:
+            scores[ps] = ok / float(nonzero)
+    if not scores:
+        raise FormatError("no page size fits: no b-tree pages found")
+    best = max(scores.values())
+    # every size from the true one up scores about the same; smaller ones about nothing
+    ps = min(p for p, f in scores.items() if f >= 0.5 * best)
+    raw = struct.unpack(">H", old[16:18])[0]
+    if (65536 if raw == 1 else raw) != ps:
+        struct.pack_into(">H", hdr, 16, 1 if ps == 65536 else ps)
+        inferred.append("page_size")
+    if old[18] not in (1, 2) or old[19] not in (1, 2):
+        hdr[18:20] = b"\x01\x01"
+        inferred.append("file_format_versions")
+    if ps - old[20] < 480 or (old[20] and "magic" in inferred):
+        hdr[20] = 0
+        inferred.append("reserved")
+    if old[21:24] != b"\x40\x20\x20":
+        hdr[21:24] = b"\x40\x20\x20"
+        inferred.append("payload_fractions")
+    pages = size // ps
+    trunk, count = struct.unpack(">II", old[32:40])
+    if trunk > pages or count > pages or (len(inferred) > 1 and "magic" in inferred):
+        hdr[32:40] = bytes(8)
+        inferred.extend(["freelist_trunk", "freelist_count"])
+    largest_root = struct.unpack(">I", old[52:56])[0]
+    if largest_root and (largest_root > pages or not _ptrmap_shaped(buf[ps:2 * ps])):
+        hdr[52:56] = bytes(4)
+        hdr[64:68] = bytes(4)
+        inferred.append("auto_vacuum")
+    if not 1 <= struct.unpack(">I", old[44:48])[0] <= 4:
+        struct.pack_into(">I", hdr, 44, 4)
+        inferred.append("schema_format")
+    if struct.unpack(">I", old[56:60])[0] not in (1, 2, 3):
+        struct.pack_into(">I", hdr, 56, 1)
+        inferred.append("text_encoding")
+    # the page count SQLite may trust: the file's own
+    struct.pack_into(">I", hdr, 28, pages)
+    hdr[92:96] = hdr[24:28]
+    parse_header(bytes(hdr))
+    return bytes(hdr), inferred
+
+
+def _ptrmap_shaped(data):
+    """Page 2 of an auto_vacuum file is a pointer map: 5-byte entries of type 1..5 (0 past
+    the last page it maps)."""
+    types = [data[i] for i in range(0, len(data) - 4, 5)]
+    if not types or types[0] not in (1, 2, 3, 4, 5):
+        return False
+    tail = False
+    for t in types:
+        if t == 0:
+            tail = True
+        elif tail or t > 5:
+            return False
+    return True
+
+
+def _btree_header_fits(data, hoff, ps):
+    """A b-tree page header at data[hoff] whose cell pointers fit a page of ps bytes."""
+    if len(data) < hoff + 12 or data[hoff] not in BTREE_TYPES:
+        return False
+    _fb, ncells, cs, frag = struct.unpack(">HHHB", data[hoff + 1:hoff + 8])
+    cs = 65536 if cs == 0 else cs
+    hlen = 8 if data[hoff] in (INDEX_LEAF, TABLE_LEAF) else 12
+    end = hoff + hlen + 2 * ncells
+    if end > ps or cs > ps or (ncells and cs < end) or frag > 60:
+        return False
+    if ncells == 0:
+        return data[hoff] in (INDEX_LEAF, TABLE_LEAF) and cs == ps or False
+    ptrs = struct.unpack(">%dH" % ncells, data[hoff + hlen:end])
+    return all(cs <= x < ps for x in ptrs)
 
 
 # ---------------------------------------------------------------- pages
@@ -474,7 +599,7 @@ class SQLiteFile(object):
 
     def ptrmap_free_pages(self):
         """Pages the pointer map (auto_vacuum stores only) records as free."""
-        if not self.header.vacuum_mode:
+        if not self.header.vacuum_mode or self.page_count < 2 or not _ptrmap_shaped(self.page(2)):
             return set()
         free = set()
         step = self.usable_size // 5 + 1

@@ -832,12 +832,104 @@ def schema_page_lost(src, out) -> Damage:
     return _base(d, src, out, gt)
 
 
+def invalid_utf8_in_rows(src, out) -> Damage:
+    """One byte of a titled sessions row's title set to 0xFF, and one byte of a messages row's
+    content set to 0xC3 followed by an ASCII byte: text that is not valid UTF-8, in place (the
+    record stays well-formed). SQLite stores and returns such bytes; only decoding fails. Every
+    row comes back, those two with the damaged bytes as TEXT; the session keeps its messages.
+    ``altered`` lists (table, rowid, column, bytes now stored)."""
+    src, out, gt = _start("invalid_utf8_in_rows", src, out)
+    roots = pagefile.root_pages(src)
+    altered = []
+    with PageFile(out, writable=True) as pf:
+        for table, col, bad in (("sessions", "title", b"\xff"), ("messages", "content", b"\xc3(")):
+            ci = _col_index(gt, table, col)
+            done = False
+            for pg, page, cells in _leaf_with_cells(pf, roots[table]):
+                for c in cells:
+                    if c.overflow is not None:
+                        continue
+                    hdr_len, _n, types = pagefile.record_header(c.payload)
+                    st = types[ci][0]
+                    if st < 13 or st % 2 == 0 or (st - 13) // 2 < 8:
+                        continue
+                    start = c.offset + c.size - len(c.payload)      # no overflow: all local
+                    body = start + hdr_len + sum(pagefile.serial_size(t) for t, _ in types[:ci])
+                    data = bytearray(page.data)
+                    data[body + 3:body + 3 + len(bad)] = bad
+                    pf.write_page(pg, bytes(data))
+                    text = bytes(data[body:body + (st - 13) // 2])
+                    altered.append((table, c.rowid, col, text))
+                    done = True
+                    break
+                if done:
+                    break
+    d = Damage("invalid_utf8_in_rows", "; ".join(f"{t} row {r}: {c} no longer valid UTF-8"
+                                                 for t, r, c, _ in altered),
+               "healthy", expect_errors_in=set(), extra={"altered": altered})
+    return _base(d, src, out, gt)
+
+
+def _header_case(name: str, src, out, what: str, patch, inferred: List[str],
+                 schema_from: bool = False) -> Damage:
+    ref, out, gt = _with_deleted_run(name, src, out)
+    with PageFile(out, writable=True) as pf:
+        data = bytearray(pf.read_page(1))
+        patch(data)
+        pf.write_page(1, bytes(data))
+    sf_ = schema_only_copy(ref, out.parent / "schema-from" / "state.db") if schema_from else None
+    d = Damage(name, what, "unreadable", truth_path=str(ref), pages=[1],
+               schema_from=str(sf_) if sf_ else None, extra={"inferred": inferred})
+    d.deleted_on_freelist = deleted_on_freelist_rows(ref, gt)
+    return _base(d, ref, out, gt)
+
+
+def header_magic_damaged(src, out) -> Damage:
+    """Only the 16-byte magic string overwritten: SQLite refuses the file ("file is not a
+    database"); every other header field and every page intact."""
+    def patch(b):
+        b[:16] = b"Hermes crashed!\x00"
+    return _header_case("header_magic_damaged", src, out, "magic string overwritten", patch,
+                        ["magic"])
+
+
+def header_page_size_damaged(src, out) -> Damage:
+    """The page size field (offset 16) set to 3000, not a power of two."""
+    def patch(b):
+        struct.pack_into(">H", b, 16, 3000)
+    return _header_case("header_page_size_damaged", src, out, "page size field set to 3000",
+                        patch, ["page_size"])
+
+
+def header_freelist_damaged(src, out) -> Damage:
+    """The freelist trunk pointer and count (offsets 32, 36) set past the end of the file;
+    the store has deleted sessions and messages on its free pages."""
+    def patch(b):
+        struct.pack_into(">II", b, 32, 0x7FFFFF00, 0x7FFFFFF0)
+    return _header_case("header_freelist_damaged", src, out,
+                        "freelist trunk and count set past the end of the file", patch,
+                        ["freelist_trunk", "freelist_count"])
+
+
+def header_zeroed_alone(src, out) -> Damage:
+    """The whole 100-byte header zeroed and no schema given: page size, freelist and the
+    rest inferred from the pages."""
+    def patch(b):
+        b[:100] = bytes(100)
+    return _header_case("header_zeroed_alone", src, out, "bytes 0..99 zeroed, no schema_from",
+                        patch, ["magic", "page_size", "file_format_versions", "payload_fractions",
+                                "freelist_trunk", "freelist_count", "schema_format",
+                                "text_encoding"])
+
+
 ALL_CASES: Dict[str, Callable[..., Damage]] = {f.__name__: f for f in (
     healthy, fts_pages_overwritten, session_duplicated_behind_title_index, unique_index_emptied,
     not_null_nulled, interior_page_zeroed, page1_damaged, schema_page_damaged, zero_length,
     not_sqlite, missing, garbage_huge_rowid, garbage_leaf_pages, page_referenced_twice,
     torn_wal, deleted_on_freelist, freelist_trunk_pointer_damaged, freelist_trunk_page_damaged,
-    truncated_copy, header_zeroed, interior_points_at_foreign_leaf, schema_page_lost)}
+    truncated_copy, header_zeroed, interior_points_at_foreign_leaf, schema_page_lost,
+    invalid_utf8_in_rows, header_magic_damaged, header_page_size_damaged, header_freelist_damaged,
+    header_zeroed_alone)}
 
 
 def make(name: str, src, out) -> Damage:

@@ -7,6 +7,7 @@ import stat
 
 import pytest
 
+from fleetops.remote import sqlite_format as sf
 from tests.corpus import truth
 
 CASES_WITH_ROWS = ["healthy", "fts_pages_overwritten", "session_duplicated_behind_title_index",
@@ -15,11 +16,14 @@ CASES_WITH_ROWS = ["healthy", "fts_pages_overwritten", "session_duplicated_behin
                    "garbage_leaf_pages", "page_referenced_twice", "torn_wal",
                    "deleted_on_freelist", "freelist_trunk_pointer_damaged",
                    "freelist_trunk_page_damaged", "truncated_copy", "header_zeroed",
-                   "interior_points_at_foreign_leaf", "schema_page_lost"]
+                   "interior_points_at_foreign_leaf", "schema_page_lost",
+                   "invalid_utf8_in_rows", "header_magic_damaged", "header_page_size_damaged",
+                   "header_freelist_damaged", "header_zeroed_alone"]
 
 
 def out_rows(path, table):
     c = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
+    c.text_factory = sf.text_or_invalid      # text that is not valid UTF-8: its bytes
     try:
         return dict((r[0], tuple(r[1:])) for r in c.execute(
             'SELECT rowid, * FROM "%s" NOT INDEXED' % table))
@@ -35,6 +39,7 @@ def test_rows_exact(salvaged, name):
     d = r.d
     gt = truth.ground_truth(d.truth_path)
     nulled = dict(((t, rid), col) for t, rid, col, _ in d.nulled)
+    altered = dict(((t, rid), (col, v)) for t, rid, col, v in d.extra.get("altered", []))
     for table, expected in d.expected_rows.items():
         got = out_rows(r.out, table)
         assert set(got) == expected, (table, sorted(set(got) ^ expected)[:10])
@@ -49,6 +54,9 @@ def test_rows_exact(salvaged, name):
             if (table, rid) in nulled:
                 i = cols.index(nulled[(table, rid)])
                 want[i] = vals[i]        # repaired value, checked in its own test
+            if (table, rid) in altered:         # damaged bytes, kept as stored
+                col, stored = altered[(table, rid)]
+                want[cols.index(col)] = sf.InvalidText(stored)
             assert list(vals) == want, (table, rid)
         rep = r.rep["tables"][table]
         assert rep["saved"] == len(expected)
