@@ -278,12 +278,42 @@ def _assign_page(tables, records):
     return ranked[0][0], None, []
 
 
+# ---------------------------------------------------------------- suspect content
+
+_NUMERIC_TEXT = re.compile(r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$")
+NUL_RUN = 8
+
+
+def _affinity_doubts(t, values):
+    """Why a record cannot have been written as it reads, for this table: a value whose
+    storage class the column's affinity would have converted (a number in a TEXT column,
+    numeric text in an INTEGER/REAL/NUMERIC one), or a run of NUL characters in text (what a
+    zeroed page leaves inside a value; Hermes never writes them)."""
+    out = []
+    for i, v in enumerate(values[:len(t.columns)]):
+        if v is None or i == t.alias:
+            continue
+        aff = t.affinity[i]
+        col = t.columns[i]
+        if aff == "TEXT" and isinstance(v, (int, float)):
+            out.append("%s: a %s in a TEXT column" % (col, type(v).__name__))
+        elif aff in ("INTEGER", "REAL", "NUMERIC") and isinstance(v, str) and _NUMERIC_TEXT.match(v):
+            out.append("%s: numeric text in a %s column" % (col, aff))
+        elif aff == "INTEGER" and isinstance(v, float) and v.is_integer() and abs(v) < 2 ** 63:
+            out.append("%s: an integral REAL in an INTEGER column" % col)
+        if isinstance(v, (str, bytes)) and not (isinstance(v, bytes) and not isinstance(v, sf.InvalidText)):
+            nul = "\x00" * NUL_RUN if isinstance(v, str) else b"\x00" * NUL_RUN
+            if nul in v:
+                out.append("%s: a run of NUL characters in text" % col)
+    return out
+
+
 # ---------------------------------------------------------------- row bookkeeping
 
 class Version(object):
     """One distinct content seen for one key, and every place it was seen."""
 
-    __slots__ = ("values", "walk", "cells", "first_page", "lineage")
+    __slots__ = ("values", "walk", "cells", "first_page", "lineage", "suspect")
 
     def __init__(self, values):
         self.values = values
@@ -291,6 +321,7 @@ class Version(object):
         self.cells = set()
         self.first_page = None
         self.lineage = False     # seen on a leaf of the table's own tree
+        self.suspect = []        # why its content may have changed although it decodes
 
     @property
     def instances(self):
@@ -318,6 +349,7 @@ class TableState(object):
         self.foreign_cells = {}  # rowid -> {content key: page} of another table's leaf its walk read
         self.foreign_read = 0
         self.invalid_text = []   # rowids saved with text that is not valid UTF-8
+        self.suspect = {}        # rowid saved -> why its content is in doubt
 
     def add(self, rowid, values, walk=False, cell=None, lineage=False):
         versions = self.keys.setdefault(rowid, {})
@@ -333,6 +365,7 @@ class TableState(object):
             v.cells.add(cell)
             if v.first_page is None or cell[0] < v.first_page:
                 v.first_page = cell[0]
+        return v
 
 
 def _normalize(t, rowid, values):
@@ -626,12 +659,16 @@ class Salvage(object):
                 info["wal_applied"] = {"error": str(e)}
                 self.notes.append("WAL could not be applied: %s" % e)
             os.unlink(wal_copy)
-            if info["wal_applied"].get("torn"):
+            wa = info["wal_applied"]
+            if wa.get("torn"):
                 self.notes.append("WAL has a torn tail: %d of %d frames after the last commit "
                                   "were ignored, as SQLite would" % (
-                                      info["wal_applied"]["frames_total"]
-                                      - info["wal_applied"]["frames_committed"],
-                                      info["wal_applied"]["frames_total"]))
+                                      wa["frames_total"] - wa["frames_committed"]
+                                      - wa.get("stale_frames", 0), wa["frames_total"]))
+            if wa.get("stale_frames"):
+                self.notes.append("WAL holds %d stale frames of an earlier generation after its "
+                                  "%d valid ones (left by a WAL restart: normal), ignored"
+                                  % (wa["stale_frames"], wa["frames_valid"]))
         if has_wal or self.inferred_header:
             info["copied"] = True
         else:
@@ -1024,8 +1061,11 @@ class Salvage(object):
                 self._quarantine(t.name, cell.rowid, vals, "record has %d columns, table %d"
                                  % (len(vals), len(t.columns)), page=pgno)
                 continue
-            st.add(cell.rowid, _normalize(t, cell.rowid, vals), cell=(pgno, cell.index),
-                   lineage=not shape_check)
+            v = st.add(cell.rowid, _normalize(t, cell.rowid, vals), cell=(pgno, cell.index),
+                       lineage=not shape_check)
+            for why in cell.suspect + _affinity_doubts(t, vals):
+                if why not in v.suspect:
+                    v.suspect.append(why)
 
     # ------------------------------------------------------------ table walk
 
@@ -1063,7 +1103,11 @@ class Salvage(object):
                 for row in cur:
                     got += 1
                     rid = row[0]
-                    st.add(rid, list(row[1:]), walk=True)
+                    v = st.add(rid, list(row[1:]), walk=True)
+                    if not v.cells:
+                        for why in _affinity_doubts(t, v.values):
+                            if why not in v.suspect:
+                                v.suspect.append(why)
                     seen_walk.add(rid)
                     if hi is None or rid > hi:
                         hi = rid
@@ -1821,8 +1865,9 @@ class Salvage(object):
             if not st.keys[rowid]:
                 continue
             versions = sorted(st.keys[rowid].values(),
-                              key=lambda v: (doubtful and v.walk and not v.lineage, not v.walk,
-                                             not v.lineage, -v.instances, v.first_page or 0))
+                              key=lambda v: (doubtful and v.walk and not v.lineage, bool(v.suspect),
+                                             not v.walk, not v.lineage, -v.instances,
+                                             v.first_page or 0))
             for v in versions:
                 st.identified += v.instances
                 st.duplicates += v.instances - 1
@@ -1860,6 +1905,7 @@ class Salvage(object):
         for b in range(0, len(plan), self.batch):
             part = plan[b:b + self.batch]
             single = [(rowid, vs[0]) for rowid, vs in part if len(vs) == 1
+                      and not vs[0].suspect
                       and not any(isinstance(x, sf.InvalidText) for x in vs[0].values)]
             out.execute("BEGIN")
             try:
@@ -1874,7 +1920,7 @@ class Salvage(object):
             for rowid, vs in part:
                 if len(vs) > 1:
                     self._insert_versions(st, sql, rowid, vs)
-                elif any(isinstance(x, sf.InvalidText) for x in vs[0].values):
+                elif vs[0].suspect or any(isinstance(x, sf.InvalidText) for x in vs[0].values):
                     self._insert_one(st, sql, rowid, vs[0], self._params(t, rowid, vs[0]))
             out.execute("COMMIT")
 
@@ -1956,6 +2002,8 @@ class Salvage(object):
             self.out.execute("RELEASE one")
             if any(isinstance(x, sf.InvalidText) for x in p):
                 st.invalid_text.append(rowid)
+            if v.suspect:
+                st.suspect[rowid] = list(v.suspect)
             return True
         except sqlite3.DatabaseError as e:
             self.out.execute("ROLLBACK TO one")
@@ -2246,6 +2294,9 @@ class Salvage(object):
         if st.invalid_text:
             reasons.append("%d rows saved with text that is not valid UTF-8 (bytes kept as "
                            "stored: damaged content)" % len(st.invalid_text))
+        if st.suspect:
+            reasons.append("%d rows saved whose content is in doubt (see suspect_rows)"
+                           % len(st.suspect))
         if st.held_back.get("free pages unknown"):
             reasons.append("%d rows on orphan pages held back: they may be deleted rows"
                            % st.held_back["free pages unknown"])
@@ -2274,6 +2325,8 @@ class Salvage(object):
             "foreign_rows_read": st.foreign_read,
             "invalid_utf8_rows": sorted(st.invalid_text)[:100],
             "invalid_utf8_count": len(st.invalid_text),
+            "suspect_rows": dict((str(k), st.suspect[k]) for k in sorted(st.suspect)[:100]),
+            "suspect_count": len(st.suspect),
             "loss_rows": loss,
             "accounted": accounted,
             "verdict": "complete" if not reasons else "partial",

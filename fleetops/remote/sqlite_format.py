@@ -346,7 +346,7 @@ class Cell(object):
     """One decoded cell. payload is complete (overflow followed) or None."""
 
     __slots__ = ("pgno", "index", "rowid", "left_child", "payload_size", "payload",
-                 "overflow_pages", "error")
+                 "overflow_pages", "error", "suspect")
 
     def __init__(self, pgno, index):
         self.pgno = pgno
@@ -357,6 +357,7 @@ class Cell(object):
         self.payload = None
         self.overflow_pages = []
         self.error = None
+        self.suspect = []        # why its bytes may not be what was written (it decodes)
 
 
 def local_payload_size(payload_size, usable_size, table_leaf):
@@ -514,7 +515,22 @@ class SQLiteFile(object):
             rest, pages = self.read_overflow(first, c.payload_size - local)
             c.overflow_pages = pages
             c.payload = head + rest
+            c.suspect = self._overflow_doubts(pages)
         return c
+
+    def _overflow_doubts(self, pages):
+        """What is wrong with an overflow chain that still gives the payload's bytes: a page
+        of zeros (a zeroed or never-written page), or a last page that points on (the chain
+        is longer than the payload size says)."""
+        out = []
+        for pgno in pages:
+            if not any(self.page(pgno)):
+                out.append("overflow page %d is all zeros" % pgno)
+        last = struct.unpack(">I", self.page(pages[-1])[:4])[0]
+        if last:
+            out.append("overflow chain longer than the payload: its last page %d points on to "
+                       "page %d" % (pages[-1], last))
+        return out
 
     def children(self, page):
         """Child page numbers of an interior page, in key order (right child last)."""
@@ -741,7 +757,12 @@ class SQLiteFile(object):
             try:
                 c = self.read_cell(page, i)
             except FormatError as e:
-                c = Cell(pgno, i)
+                try:
+                    # its key and the bytes on the page, where only the chain is broken
+                    c = self.read_cell(page, i, follow_overflow=False)
+                    c.payload = None
+                except FormatError:
+                    c = Cell(pgno, i)
                 c.error = str(e)
                 yield c, None
                 continue
@@ -868,8 +889,10 @@ def read_wal(path, page_size=None):
     """Committed frames of a WAL file, as SQLite would replay them.
 
     Returns dict(pages={pgno: bytes} as of the last valid commit, db_pages,
-    frames_total, frames_valid, frames_committed, torn). A torn tail (bad salt or
-    checksum, or frames after the last commit) is ignored, never applied.
+    frames_total, frames_valid, frames_committed, stale_frames, uncommitted_frames,
+    partial_frame_bytes, torn). Frames of an earlier generation after the valid ones (other
+    salts) are stale, not torn; a torn tail (a frame of this generation failing its checksum,
+    frames after the last commit, a partial frame) is ignored, never applied.
     """
     with open(path, "rb") as fh:
         data = fh.read()
@@ -900,14 +923,20 @@ def read_wal(path, page_size=None):
     res["frames_total"] = nframes
     pending = {}
     off = 32
+    broke = None
     for _ in range(nframes):
         fh_ = data[off:off + 24]
         pgno, commit, fs1, fs2, fc1, fc2 = struct.unpack(">6I", fh_)
-        if (fs1, fs2) != (salt1, salt2) or pgno == 0:
+        if (fs1, fs2) != (salt1, salt2):
+            broke = "salt"
+            break
+        if pgno == 0:
+            broke = "frame"
             break
         s0, s1 = _wal_checksum(fh_[:8], s0, s1, big)
         s0, s1 = _wal_checksum(data[off + 24:off + fsize], s0, s1, big)
         if (s0, s1) != (fc1, fc2):
+            broke = "checksum"
             break
         res["frames_valid"] += 1
         pending[pgno] = data[off + 24:off + fsize]
@@ -917,7 +946,20 @@ def read_wal(path, page_size=None):
             res["db_pages"] = commit
             res["frames_committed"] = res["frames_valid"]
         off += fsize
-    res["torn"] = res["frames_committed"] < nframes
+    # after the valid frames: frames of an earlier generation (other salts: what a WAL
+    # restart leaves behind, normal) are stale; frames of this generation that do not check
+    # out, valid frames with no commit after them, or a partial frame are a torn tail
+    rest = nframes - res["frames_valid"]
+    stale = 0
+    if broke == "salt":
+        for k in range(res["frames_valid"], nframes):
+            o = 32 + k * fsize
+            if struct.unpack(">II", data[o + 8:o + 16]) != (salt1, salt2):
+                stale += 1
+    res["stale_frames"] = stale
+    res["uncommitted_frames"] = res["frames_valid"] - res["frames_committed"]
+    res["partial_frame_bytes"] = (len(data) - 32) % fsize
+    res["torn"] = bool(res["uncommitted_frames"] or rest - stale or res["partial_frame_bytes"])
     return res
 
 

@@ -173,6 +173,24 @@ def with_deleted_run(src, dst, run: int = 10) -> dict:
     return dict(meta)
 
 
+def with_stale_wal(src, dst, seed: int = 1) -> dict:
+    """Copy ``src`` (a checkpointed image) to ``dst`` as a live WAL image whose committed frames
+    are followed by stale frames of an earlier generation (see hermes_gen.wal_stale)."""
+    src = Path(src)
+    digest = hashlib.sha256(src.read_bytes()).hexdigest()[:20]
+
+    def make(tmp: Path):
+        work = tmp / "work" / "state.db"
+        copy_image(src, work)
+        meta = _run_gen({"mode": "wal_stale", "path": str(work), "out_dir": str(tmp / "snap"),
+                         "seed": seed}, tmp)
+        return tmp / "snap" / "state.db", meta
+
+    cached, meta = _cached({"wal_stale_of": digest, "seed": seed}, make)
+    copy_image(cached, Path(dst))
+    return dict(meta)
+
+
 def standard_db(path) -> dict:
     """The default corpus database (STANDARD parameters)."""
     return realistic_db(path, **STANDARD)

@@ -643,9 +643,11 @@ def _with_deleted_run(name: str, src, out) -> Tuple[Path, Path, Dict]:
     return ref, out, truth.ground_truth(ref)
 
 
-def _readable_rows(ref: Path, keep_pages: int) -> Dict[str, Set[int]]:
+def _readable_rows(ref: Path, keep_pages: int, cut_chains: Optional[Dict[str, Set[int]]] = None
+                   ) -> Dict[str, Set[int]]:
     """Per base table, rows a cut at ``keep_pages`` pages leaves readable: their leaf, every
-    interior page above it and every overflow page of the row inside the kept pages."""
+    interior page above it and every overflow page of the row inside the kept pages. Rows on
+    a kept leaf whose chain runs past the cut go into ``cut_chains``."""
     out: Dict[str, Set[int]] = {}
     roots = pagefile.root_pages(ref)
     with PageFile(ref) as pf:
@@ -664,6 +666,8 @@ def _readable_rows(ref: Path, keep_pages: int) -> Dict[str, Set[int]]:
                 for c in pf.cells(page):
                     if all(x <= keep_pages for x in pf.overflow_chain(c.overflow)):
                         ids.add(c.rowid)
+                    elif cut_chains is not None:
+                        cut_chains.setdefault(t, set()).add(c.rowid)
 
             visit(roots[t])
             out[t] = ids
@@ -750,14 +754,16 @@ def truncated_copy(src, out) -> Damage:
     keep = cut // page_size
     with open(out, "r+b") as fh:
         fh.truncate(cut)
-    on_pages = _readable_rows(ref, keep)
+    cut_chains: Dict[str, Set[int]] = {}
+    on_pages = _readable_rows(ref, keep, cut_chains)
     readable, nulled = _fk_closure(ref, gt, on_pages)
     lost = {t: set(v["rows"]) - readable[t] for t, v in gt["tables"].items()}
     d = Damage("truncated_copy", f"cut at byte {cut} of {size} ({keep} whole pages kept)",
                "structural_corruption", truth_path=str(ref),
                lost_rows={t: ids for t, ids in lost.items() if ids}, nulled=nulled,
                extra={"cut": cut, "pages_kept": keep,
-                      "fk_dropped": {t: on_pages[t] - readable[t] for t in readable}})
+                      "fk_dropped": {t: on_pages[t] - readable[t] for t in readable},
+                      "chain_cut": cut_chains})
     d.deleted_on_freelist = deleted_on_freelist_rows(ref, gt)
     return _base(d, ref, out, gt)
 
@@ -922,6 +928,65 @@ def header_zeroed_alone(src, out) -> Damage:
                                 "text_encoding"])
 
 
+def overflow_chains_damaged(src, out) -> Damage:
+    """Three messages rows with overflow chains of two or more pages: row A's last overflow
+    page zeroed (its text now ends in NULs: it still decodes), row B's last overflow page made
+    to point on to another page (the chain is longer than the payload: its bytes are intact),
+    row C's chain cut after its first page (it cannot be read: lost). ``extra``: the rowids;
+    A's and B's rows must come back flagged as suspect, never as a complete salvage."""
+    src, out, gt = _start("overflow_chains_damaged", src, out)
+    root = pagefile.root_pages(src)["messages"]
+    picked = []
+    with PageFile(out, writable=True) as pf:
+        for pg, page, cells in _leaf_with_cells(pf, root):
+            for c in cells:
+                if c.overflow is not None and len(pf.overflow_chain(c.overflow)) >= 2:
+                    picked.append((c.rowid, pf.overflow_chain(c.overflow)))
+        a, b, cc = picked[len(picked) // 4], picked[len(picked) // 2], picked[3 * len(picked) // 4]
+        pf.write_page(a[1][-1], bytes(pf.page_size))
+        last = bytearray(pf.read_page(b[1][-1]))
+        struct.pack_into(">I", last, 0, cc[1][-1])
+        pf.write_page(b[1][-1], bytes(last))
+        first = bytearray(pf.read_page(cc[1][0]))
+        struct.pack_into(">I", first, 0, 0)
+        pf.write_page(cc[1][0], bytes(first))
+    con = sqlite3.connect(f"file:{out}?mode=ro", uri=True)
+    con.text_factory = bytes
+    row = con.execute("SELECT * FROM messages NOT INDEXED WHERE rowid = ?", (a[0],)).fetchone()
+    con.close()
+    cols = gt["tables"]["messages"]["columns"]
+    was = gt["tables"]["messages"]["rows"][a[0]]
+    # every column the zeroed page reached (text read back as bytes)
+    changed = [(c, v) for c, v, w in zip(cols, row, (a[0],) + tuple(was[1:]))
+               if (v.decode("utf-8", "replace") if isinstance(v, bytes) else v) != w]
+    d = Damage("overflow_chains_damaged",
+               f"messages {a[0]}: last overflow page {a[1][-1]} zeroed; {b[0]}: chain points on "
+               f"past its end; {cc[0]}: chain cut after page {cc[1][0]}", "structural_corruption",
+               expect_errors_in={"messages"}, lost_rows={"messages": {cc[0]}},
+               pages=[a[1][-1], b[1][-1], cc[1][0]],
+               extra={"zeroed_tail": a[0], "chain_too_long": b[0], "chain_cut": cc[0],
+                      "altered": [("messages", a[0], c, v) for c, v in changed]})
+    return _base(d, src, out, gt)
+
+
+def wal_stale_frames(src, out) -> Damage:
+    """No damage: a live WAL image (real SessionDB) whose committed frames are followed by
+    stale frames of an earlier WAL generation, as every WAL restart leaves them. SQLite reads
+    the valid frames and ignores the stale ones; so must a salvage, without calling it torn.
+    Ground truth: SQLite's own reading of the image."""
+    src, out = Path(src), Path(out)
+    meta = build.with_stale_wal(src, out)
+    gt = truth.ground_truth(out)
+    d = Damage("wal_stale_frames", "live WAL: committed frames, then stale frames of an earlier generation",
+               "healthy", path=str(out), truth_path=str(out), extra={"wal_meta": meta})
+    main_only = truth.ground_truth(out, ignore_wal=True)
+    d.extra["wal_only_rows"] = {t: set(v["rows"]) - set(main_only["tables"].get(t, {"rows": {}})["rows"])
+                                for t, v in gt["tables"].items()}
+    d.expected_rows = truth.rowids(gt)
+    d.deleted_on_freelist = {}
+    return d
+
+
 ALL_CASES: Dict[str, Callable[..., Damage]] = {f.__name__: f for f in (
     healthy, fts_pages_overwritten, session_duplicated_behind_title_index, unique_index_emptied,
     not_null_nulled, interior_page_zeroed, page1_damaged, schema_page_damaged, zero_length,
@@ -929,7 +994,7 @@ ALL_CASES: Dict[str, Callable[..., Damage]] = {f.__name__: f for f in (
     torn_wal, deleted_on_freelist, freelist_trunk_pointer_damaged, freelist_trunk_page_damaged,
     truncated_copy, header_zeroed, interior_points_at_foreign_leaf, schema_page_lost,
     invalid_utf8_in_rows, header_magic_damaged, header_page_size_damaged, header_freelist_damaged,
-    header_zeroed_alone)}
+    header_zeroed_alone, overflow_chains_damaged, wal_stale_frames)}
 
 
 def make(name: str, src, out) -> Damage:

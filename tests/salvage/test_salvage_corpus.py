@@ -18,7 +18,8 @@ CASES_WITH_ROWS = ["healthy", "fts_pages_overwritten", "session_duplicated_behin
                    "freelist_trunk_page_damaged", "truncated_copy", "header_zeroed",
                    "interior_points_at_foreign_leaf", "schema_page_lost",
                    "invalid_utf8_in_rows", "header_magic_damaged", "header_page_size_damaged",
-                   "header_freelist_damaged", "header_zeroed_alone"]
+                   "header_freelist_damaged", "header_zeroed_alone", "overflow_chains_damaged",
+                   "wal_stale_frames"]
 
 
 def out_rows(path, table):
@@ -39,7 +40,9 @@ def test_rows_exact(salvaged, name):
     d = r.d
     gt = truth.ground_truth(d.truth_path)
     nulled = dict(((t, rid), col) for t, rid, col, _ in d.nulled)
-    altered = dict(((t, rid), (col, v)) for t, rid, col, v in d.extra.get("altered", []))
+    altered = {}
+    for t, rid, col, v in d.extra.get("altered", []):
+        altered.setdefault((t, rid), []).append((col, v))
     for table, expected in d.expected_rows.items():
         got = out_rows(r.out, table)
         assert set(got) == expected, (table, sorted(set(got) ^ expected)[:10])
@@ -55,8 +58,9 @@ def test_rows_exact(salvaged, name):
                 i = cols.index(nulled[(table, rid)])
                 want[i] = vals[i]        # repaired value, checked in its own test
             if (table, rid) in altered:         # damaged bytes, kept as stored
-                col, stored = altered[(table, rid)]
-                want[cols.index(col)] = sf.InvalidText(stored)
+                for col, stored in altered[(table, rid)]:
+                    want[cols.index(col)] = (sf.text_or_invalid(stored) if isinstance(stored, bytes)
+                                             else stored)
             assert list(vals) == want, (table, rid)
         rep = r.rep["tables"][table]
         assert rep["saved"] == len(expected)
@@ -208,6 +212,22 @@ def test_torn_wal_applies_committed_frames_only(salvaged):
     for t, ids in r.d.extra["wal_only_rows"].items():
         assert ids <= set(out_rows(r.out, t))      # committed WAL frames are in
     assert "-wal" in r.before and r.before == r.after
+
+
+def test_stale_wal_frames_are_not_a_torn_tail(salvaged):
+    r = salvaged("wal_stale_frames")
+    wa = r.rep["image"]["wal_applied"]
+    assert wa["stale_frames"] > 0 and wa["torn"] is False and wa["uncommitted_frames"] == 0
+    assert wa["frames_valid"] == wa["frames_committed"] > 0
+    assert not any("torn" in n for n in r.rep["notes"])
+    assert any("stale frames of an earlier generation" in n for n in r.rep["notes"])
+    assert r.d.extra["wal_only_rows"]["messages"]
+    for t, ids in r.d.extra["wal_only_rows"].items():
+        assert ids <= set(out_rows(r.out, t))
+    assert r.rep["verdict"] == "complete"
+    # the torn case stays torn, and its stale count is its own
+    t = salvaged("torn_wal").rep["image"]["wal_applied"]
+    assert t["torn"] is True
 
 
 def test_deleted_rows_stay_deleted_unless_quarantined(salvaged):

@@ -11,7 +11,7 @@ def test_invalid_text_kept_as_stored_with_children(salvaged):
     altered = r.d.extra["altered"]
     assert {t for t, *_ in altered} == {"sessions", "messages"}
     c = sqlite3.connect(r.out)
-    for table, rid, col, stored in altered:
+    for table, rid, col, stored in altered:  # one column each here
         typ, raw = c.execute('SELECT typeof("%s"), CAST("%s" AS BLOB) FROM "%s" WHERE rowid = ?'
                              % (col, col, table), (rid,)).fetchone()
         assert (typ, raw) == ("text", stored)
