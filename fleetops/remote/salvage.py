@@ -1316,6 +1316,7 @@ class Salvage(object):
             self._load_table(self.states[name])
         self._apply_repairs()
         self._fk_fix()
+        self._check_against_copies()
         out.execute("BEGIN")
         for r in other_idx:
             try:
@@ -1333,6 +1334,87 @@ class Salvage(object):
             t = time.monotonic()
             self._build_fts()
             self._tick("fts_build", t)
+
+    def _check_against_copies(self):
+        """Rows whose content disagrees with the source's own copies of it: an FTS table that
+        keeps its own content (an inline `_content` shadow table) holds, per row, what its
+        insert trigger computed from the row. A row that every copy holding it contradicts
+        has changed since it was written (or all its copies have): flagged as suspect. A copy the row agrees with outvotes one it does not
+        (then the index was damaged, and it is rebuilt anyway)."""
+        if self.src is None:
+            return
+        votes = {}          # (table, rowid) -> [copies present, copies disagreeing]
+        try:
+            self.out.execute("ATTACH DATABASE ? AS fleetops_src",
+                             (_uri(self.report["image"]["path"], mode="ro", immutable="1"),))
+        except sqlite3.Error as e:
+            self.notes.append("content not checked against its FTS copies: %s" % e)
+            return
+        try:
+            for name, trigs in self._fts_triggers().items():
+                content = name + "_content"
+                if content not in self.tables:
+                    continue
+                for r in trigs:
+                    parsed = _trigger_insert(r["sql"], name)
+                    tn = r.get("tbl_name")
+                    if (parsed is None or tn not in self.states
+                            or not re.search(r"(?i)\bAFTER\s+INSERT\b", r["sql"])):
+                        continue
+                    cols, exprs = parsed
+                    self._vote(votes, tn, name, content, cols, exprs)
+                    break       # one vote per copy
+        finally:
+            self.out.execute("DETACH DATABASE fleetops_src")
+        for (tn, rowid), (present, against) in sorted(votes.items()):
+            if against and against == present:
+                st = self.states[tn]
+                st.suspect.setdefault(rowid, []).append(
+                    "its content disagrees with %s of its FTS cop%s in the source"
+                    % ("the one" if present == 1 else "all %d" % present,
+                       "y" if present == 1 else "ies"))
+
+    def _vote(self, votes, tn, name, content, cols, exprs):
+        """One FTS copy's votes on the rows of table tn (see _check_against_copies)."""
+        if cols[0].lower() != "rowid" or len(cols) != len(exprs):
+            return
+        m = re.search(r"(?is)\busing\s+fts5\s*\(", self.tables[name].sql or "")
+        args = _split_args(self.tables[name].sql[m.end():]) if m else None
+        if args is None:
+            return
+        # the declared columns, in order (c0, c1, ... of the content table); options have '='
+        fts_cols = [a.split()[0].strip('"`[]') for a in args if a and "=" not in a]
+        idx = []
+        for c in cols[1:]:
+            if c not in fts_cols:
+                return
+            idx.append("c%d" % fts_cols.index(c))
+        sub = [re.sub(r"(?i)\bnew\.", "m.", e) for e in exprs]
+        same = " AND ".join("f.%s IS (%s)" % (c, e) for c, e in zip(idx, sub[1:])) or "1"
+        sql = ("SELECT m.rowid, (%s) FROM main.%s AS m NOT INDEXED JOIN fleetops_src.%s AS f "
+               "ON f.id = (%s) WHERE m.rowid BETWEEN ? AND ?" % (same, _q(tn), _q(content), sub[0]))
+        keys = [r[0] for r in self.out.execute("SELECT rowid FROM main.%s NOT INDEXED ORDER BY rowid"
+                                               % _q(tn))]
+        todo = [keys[i:i + 256] for i in range(0, len(keys), 256)]
+        unread = 0
+        while todo:
+            part = todo.pop()
+            try:
+                rows = self.out.execute(sql, (part[0], part[-1])).fetchall()
+            except sqlite3.Error:
+                if len(part) == 1:
+                    unread += 1         # this row's copy is on a damaged page
+                else:
+                    todo += [part[:len(part) // 2], part[len(part) // 2:]]
+                continue
+            for row in rows:
+                v = votes.setdefault((tn, row[0]), [0, 0])
+                v[0] += 1
+                if not row[1]:
+                    v[1] += 1
+        if unread:
+            self.notes.append("%s: %d rows not checked against %s (that copy unreadable)"
+                              % (tn, unread, name))
 
     def _create_fts(self, name, trigs):
         out = self.out
@@ -2413,6 +2495,45 @@ def _thread_cpu():
         return time.thread_time()
     except (AttributeError, OSError):
         return None
+
+
+def _trigger_insert(sql, fts_name):
+    """(columns, value expressions) of the `INSERT INTO fts_name(...) VALUES (...)` in a
+    trigger's SQL, split at top-level commas; None if it has no such statement."""
+    m = re.search(r"(?is)INSERT\s+INTO\s+[\"`\[]?%s[\"`\]]?\s*\(([^)]*)\)\s*VALUES\s*\("
+                  % re.escape(fts_name), sql or "")
+    if not m:
+        return None
+    cols = [c.strip().strip('"`[]') for c in m.group(1).split(",")]
+    exprs = _split_args(sql[m.end():])
+    return None if exprs is None else (cols, exprs)
+
+
+def _split_args(text):
+    """The comma-separated items up to the parenthesis that closes the one just before
+    ``text`` (quotes and nested parentheses respected), or None if it never closes."""
+    exprs, depth, cur, quote = [], 0, "", None
+    for ch in text:
+        if quote:
+            cur += ch
+            if ch == quote:
+                quote = None
+            continue
+        if ch in "'\"":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            if depth == 0:
+                exprs.append(cur.strip())
+                return exprs
+            depth -= 1
+        elif ch == "," and depth == 0:
+            exprs.append(cur.strip())
+            cur = ""
+            continue
+        cur += ch
+    return None
 
 
 def _free_pages(rd, cls, header_inferred):

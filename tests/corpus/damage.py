@@ -723,6 +723,7 @@ def freelist_trunk_pointer_damaged(src, out) -> Damage:
     d = Damage("freelist_trunk_pointer_damaged",
                f"header freelist trunk pointer set to messages leaf page {target}",
                "structural_corruption", truth_path=str(ref), pages=[1],
+               expect_errors_in={"(freelist)", "messages"}, deep_errors_in={"(freelist)", "messages"},
                extra={"trunk_pointer": target})
     d.deleted_on_freelist = deleted_on_freelist_rows(ref, gt)
     return _base(d, ref, out, gt)
@@ -737,7 +738,8 @@ def freelist_trunk_page_damaged(src, out) -> Damage:
         trunks, _ = pf.freelist()
         pf.write_page(trunks[0], _garbage(rng, pf.page_size))
     d = Damage("freelist_trunk_page_damaged", f"freelist trunk page {trunks[0]} overwritten",
-               "structural_corruption", truth_path=str(ref), pages=[trunks[0]])
+               "structural_corruption", truth_path=str(ref), pages=[trunks[0]],
+               expect_errors_in={"(freelist)"}, deep_errors_in={"(freelist)"})
     d.deleted_on_freelist = deleted_on_freelist_rows(ref, gt)
     return _base(d, ref, out, gt)
 
@@ -759,7 +761,7 @@ def truncated_copy(src, out) -> Damage:
     readable, nulled = _fk_closure(ref, gt, on_pages)
     lost = {t: set(v["rows"]) - readable[t] for t, v in gt["tables"].items()}
     d = Damage("truncated_copy", f"cut at byte {cut} of {size} ({keep} whole pages kept)",
-               "structural_corruption", truth_path=str(ref),
+               "unreadable", truth_path=str(ref),
                lost_rows={t: ids for t, ids in lost.items() if ids}, nulled=nulled,
                extra={"cut": cut, "pages_kept": keep,
                       "fk_dropped": {t: on_pages[t] - readable[t] for t in readable},
@@ -812,6 +814,10 @@ def interior_points_at_foreign_leaf(src, out) -> Damage:
                f"messages interior page {target}: cell 0 points at sessions leaf {foreign} "
                f"instead of messages leaf {replaced}", "structural_corruption",
                expect_errors_in={"messages"}, unreachable={"messages": b_ids}, pages=[target],
+               # integrity_check: B's rows are missing from the table, the foreign rows (as
+               # SQLite now reads them as messages) from the indexes
+               deep_errors_in={"messages"} | {n for n, k in _index_hits(src, "messages", b_ids).items() if k}
+               | {n for n, k in _index_hits(out, "messages", f_ids).items() if k},
                extra={"foreign_leaf": foreign, "replaced_leaf": replaced, "foreign_ids": f_ids,
                       "conflicting_keys": f_ids & b_ids})
     return _base(d, src, out, gt)
@@ -839,7 +845,7 @@ def schema_page_lost(src, out) -> Damage:
 
 
 def invalid_utf8_in_rows(src, out) -> Damage:
-    """One byte of a titled sessions row's title set to 0xFF, and one byte of a messages row's
+    """One byte of a sessions row's model (a column no index holds) set to 0xFF, and one byte of a messages row's
     content set to 0xC3 followed by an ASCII byte: text that is not valid UTF-8, in place (the
     record stays well-formed). SQLite stores and returns such bytes; only decoding fails. Every
     row comes back, those two with the damaged bytes as TEXT; the session keeps its messages.
@@ -848,7 +854,7 @@ def invalid_utf8_in_rows(src, out) -> Damage:
     roots = pagefile.root_pages(src)
     altered = []
     with PageFile(out, writable=True) as pf:
-        for table, col, bad in (("sessions", "title", b"\xff"), ("messages", "content", b"\xc3(")):
+        for table, col, bad in (("sessions", "model", b"\xff"), ("messages", "content", b"\xc3(")):
             ci = _col_index(gt, table, col)
             done = False
             for pg, page, cells in _leaf_with_cells(pf, roots[table]):
@@ -912,9 +918,12 @@ def header_freelist_damaged(src, out) -> Damage:
     the store has deleted sessions and messages on its free pages."""
     def patch(b):
         struct.pack_into(">II", b, 32, 0x7FFFFF00, 0x7FFFFFF0)
-    return _header_case("header_freelist_damaged", src, out,
-                        "freelist trunk and count set past the end of the file", patch,
-                        ["freelist_trunk", "freelist_count"])
+    d = _header_case("header_freelist_damaged", src, out,
+                     "freelist trunk and count set past the end of the file", patch,
+                     ["freelist_trunk", "freelist_count"])
+    d.expect_verdict = "structural_corruption"       # the file opens; its freelist is broken
+    d.expect_errors_in = d.deep_errors_in = {"(freelist)"}
+    return d
 
 
 def header_zeroed_alone(src, out) -> Damage:
@@ -962,7 +971,8 @@ def overflow_chains_damaged(src, out) -> Damage:
     d = Damage("overflow_chains_damaged",
                f"messages {a[0]}: last overflow page {a[1][-1]} zeroed; {b[0]}: chain points on "
                f"past its end; {cc[0]}: chain cut after page {cc[1][0]}", "structural_corruption",
-               expect_errors_in={"messages"}, lost_rows={"messages": {cc[0]}},
+               expect_errors_in={"messages"}, deep_errors_in={"messages"},
+               lost_rows={"messages": {cc[0]}},
                pages=[a[1][-1], b[1][-1], cc[1][0]],
                extra={"zeroed_tail": a[0], "chain_too_long": b[0], "chain_cut": cc[0],
                       "altered": [("messages", a[0], c, v) for c, v in changed]})

@@ -264,17 +264,25 @@ def wal_tail(p: dict) -> dict:
     """Append one more conversation to an existing db with checkpoints disabled, then copy
     state.db, -wal and -shm to p["out_dir"] while the connection is still open, so the copy
     holds committed frames only in its WAL. The last transaction is a single append_message.
+    With p["stale"]: the conversation is checkpointed (PASSIVE: its frames stay in the file)
+    before that last message, which restarts the WAL from its start with new salts, so the
+    committed frames are followed by stale frames of the earlier generation.
     """
     import hermes_state
+    stale = bool(p.get("stale"))
     src = Path(p["path"])
-    rng = random.Random(p["seed"] * 7919 + 17)
+    rng = random.Random(p["seed"] * 7919 + (18 if stale else 17))
     text = Text(rng)
     start = sqlite3.connect(str(src)).execute("SELECT max(started_at) FROM sessions").fetchone()[0] or 1.78e9
     clock = FakeClock(float(start) + 86400.0)
     hermes_state.SessionDB._try_wal_checkpoint = lambda self: None
     db = open_db(src, clock)
     db._conn.execute("PRAGMA wal_autocheckpoint=0")
-    sid, ids = add_session(db, rng, text, clock, p.get("wal_messages", 24), 100000, True, True, None, set())
+    sid, ids = add_session(db, rng, text, clock, p.get("wal_messages", 30 if stale else 24),
+                           100000 + stale, True, True, None, set())
+    meta = {}
+    if stale:
+        meta["checkpoint"] = list(db._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone())
     clock.advance(30)
     last_id = db.append_message(sid, "user", content="last words before the crash: " + text.sentence(),
                                 timestamp=clock.now)
@@ -283,7 +291,8 @@ def wal_tail(p: dict) -> dict:
     for suffix in ("", "-wal", "-shm"):
         shutil.copyfile(str(src) + suffix, out_dir / (src.name + suffix))
     db.close()
-    return {"wal_session": sid, "wal_message_ids": ids + [last_id], "last_txn_message_id": last_id}
+    meta.update({"wal_session": sid, "wal_message_ids": ids + [last_id], "last_txn_message_id": last_id})
+    return meta
 
 
 def delete_run(p: dict) -> dict:
@@ -308,34 +317,6 @@ def delete_run(p: dict) -> dict:
     return {"run_deleted_sessions": victims, "run_deleted_message_ids": sorted(msgs)}
 
 
-def wal_stale(p: dict) -> dict:
-    """A live WAL whose committed frames are followed by stale frames of an earlier WAL
-    generation: a conversation written and checkpointed (PASSIVE: the frames stay in the
-    file), then one message written, which restarts the WAL from its start with new salts;
-    state.db, -wal and -shm are copied to p["out_dir"] while the connection is open."""
-    import hermes_state
-    src = Path(p["path"])
-    rng = random.Random(p["seed"] * 104729 + 3)
-    text = Text(rng)
-    start = sqlite3.connect(str(src)).execute("SELECT max(started_at) FROM sessions").fetchone()[0] or 1.78e9
-    clock = FakeClock(float(start) + 86400.0)
-    hermes_state.SessionDB._try_wal_checkpoint = lambda self: None
-    db = open_db(src, clock)
-    db._conn.execute("PRAGMA wal_autocheckpoint=0")
-    sid, ids = add_session(db, rng, text, clock, p.get("wal_messages", 30), 100001, True, True, None, set())
-    busy, log, done = db._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-    clock.advance(30)
-    last_id = db.append_message(sid, "user", content="after the checkpoint: " + text.sentence(),
-                                timestamp=clock.now)
-    out_dir = Path(p["out_dir"])
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for suffix in ("", "-wal", "-shm"):
-        shutil.copyfile(str(src) + suffix, out_dir / (src.name + suffix))
-    db.close()
-    return {"wal_session": sid, "checkpoint": [busy, log, done], "new_generation_message_id": last_id,
-            "wal_message_ids": ids + [last_id]}
-
-
 def schema(p: dict) -> dict:
     """The sqlite_schema rows the real SessionDB writes into a new state.db (in creation
     order), and its schema_version: what fleetops ships as a version's fallback DDL."""
@@ -354,7 +335,6 @@ def main() -> None:
     p = json.loads(sys.argv[1])
     import hermes_state  # noqa: F401  (fail early and clearly if the venv is wrong)
     meta = {"build": build, "wal_tail": wal_tail, "delete_run": delete_run,
-            "wal_stale": wal_stale,
             "schema": schema}[p["mode"]](p)
     meta["sqlite_version"] = sqlite3.sqlite_version
     try:

@@ -17,7 +17,7 @@ def test_invalid_text_kept_as_stored_with_children(salvaged):
         assert (typ, raw) == ("text", stored)
         assert rep["tables"][table]["invalid_utf8_rows"] == [rid]
         assert rep["tables"][table]["quarantined"] == 0
-    # the session with the damaged title keeps every message
+    # the session with the damaged model keeps every message
     (sid,) = c.execute("SELECT id FROM sessions WHERE rowid = ?",
                        ([rid for t, rid, *_ in altered if t == "sessions"][0],)).fetchone()
     c.close()
