@@ -18,7 +18,7 @@ cannot attribute into lost_and_found: counted apart, never as recovered. Times a
 seconds (and CPU seconds of the child processes) measured side by side in the same run;
 the ratio is fleetops / .recover. Prints figures; never asserts.
 
-    python3 bench/salvage.py [--quick] [--cases a,b,...|all] [--no-leave] [--keep] [--work DIR]
+    python3 bench/salvage.py [--quick] [--cases a,b,...|all|unseen] [--no-leave] [--keep] [--work DIR]
 """
 from __future__ import annotations
 
@@ -43,7 +43,15 @@ DEFAULT_CASES = ["fts_pages_overwritten", "session_duplicated_behind_title_index
                  "garbage_huge_rowid", "not_null_nulled", "interior_page_zeroed",
                  "garbage_leaf_pages", "page_referenced_twice", "deleted_on_freelist", "torn_wal"]
 # every corpus case that has rows to bring back
-ROW_CASES = DEFAULT_CASES[:] + ["healthy", "unique_index_emptied", "schema_page_damaged", "page1_damaged"]
+# damage it had never seen: evidence of free pages destroyed (deleted sessions on free pages),
+# a foreign leaf, a lost schema page, bad bytes, header fields, overflow chains, stale WAL frames
+UNSEEN_CASES = ["freelist_trunk_pointer_damaged", "freelist_trunk_page_damaged", "truncated_copy",
+                "header_zeroed", "interior_points_at_foreign_leaf", "schema_page_lost",
+                "invalid_utf8_in_rows", "header_magic_damaged", "header_page_size_damaged",
+                "header_freelist_damaged", "header_zeroed_alone", "overflow_chains_damaged",
+                "wal_stale_frames"]
+ROW_CASES = DEFAULT_CASES[:] + ["healthy", "unique_index_emptied", "schema_page_damaged",
+                                "page1_damaged"] + UNSEEN_CASES
 TABLES = ("sessions", "messages")
 
 
@@ -86,8 +94,17 @@ def run_recover(tool, src, out):
 
 # ---------------------------------------------------------------- judging
 
+def _text(b):
+    """Text as the bytes it is where it is not valid UTF-8 (damaged rows are kept so)."""
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return ("invalid-utf8", bytes(b))
+
+
 def out_rows(path, table):
     con = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
+    con.text_factory = _text
     try:
         return dict((r[0], tuple(r[1:])) for r in con.execute(
             'SELECT rowid, * FROM "%s" NOT INDEXED' % table))
@@ -185,6 +202,9 @@ def judge(path, d, gt):
             if (t, rid) in nulled:  # the nulled column may come back NULL or repaired
                 i = cols.index(nulled[(t, rid)])
                 want[i] = vals[i]
+            for tt, r2, col, stored in d.extra.get("altered", []):   # damaged bytes, as stored
+                if (tt, r2) == (t, rid):
+                    want[cols.index(col)] = _text(stored) if isinstance(stored, bytes) else stored
             if list(vals) == want:
                 x["good"] += 1
             else:
@@ -229,7 +249,8 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the damaged images and outputs")
     ap.add_argument("--work", default="/var/tmp/fleetops-bench-salvage")
     opts = ap.parse_args()
-    cases = ROW_CASES if opts.cases == "all" else [c.strip() for c in opts.cases.split(",") if c.strip()]
+    cases = (ROW_CASES if opts.cases == "all" else UNSEEN_CASES if opts.cases == "unseen"
+             else [c.strip() for c in opts.cases.split(",") if c.strip()])
 
     from tests.corpus import build, damage, truth
     unknown = [c for c in cases if c not in damage.ALL_CASES]

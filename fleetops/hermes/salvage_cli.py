@@ -28,12 +28,13 @@ def salvage(args) -> int:
             schema_from=_get(args, "schema_from"),
             quarantine_freelist=bool(_get(args, "quarantine_freelist", False)),
             report_path=_get(args, "report"))
-    except engine.SalvageInputError as e:
+    except (engine.SalvageInputError, engine.SalvageError) as e:
+        bad_input = isinstance(e, engine.SalvageInputError)
         if _get(args, "json"):
-            print(json.dumps({"verdict": "bad-input", "error": str(e)}))
+            print(json.dumps({"verdict": "bad-input" if bad_input else "failed", "error": str(e)}))
         else:
             print("salvage: %s" % e, file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return EXIT_BAD_INPUT if bad_input else EXIT_HOST_FAILED
     if _get(args, "json"):
         print(json.dumps(report, indent=2, sort_keys=True, default=engine._json_default))
     else:
@@ -66,6 +67,20 @@ def render(report, console=None) -> None:
     src = report.get("source_unchanged", {})
     console.print("image: %s bytes sha256 %s; source unchanged: %s"
                   % (img.get("size"), img.get("sha256"), src.get("unchanged")))
+    hb = report.get("held_back") or {}
+    if hb.get("rows"):
+        console.print("held back: %d rows on %d orphan pages that may be former pages (%s)" % (
+            hb["rows"], hb["pages"], ", ".join("%s: %d" % kv for kv in sorted(hb["by_reason"].items()))))
+    if report.get("header_inferred"):
+        console.print("header fields inferred: %s" % ", ".join(report["header_inferred"]))
+    fb = report.get("schema_fallback") or {}
+    if fb.get("used"):
+        console.print("DDL of %s from the schema Hermes %s creates" % (
+            ", ".join(fb["objects"]), fb["hermes_version"]))
+    suspect = sum(x.get("suspect_count", 0) + x.get("invalid_utf8_count", 0)
+                  for x in report.get("tables", {}).values())
+    if suspect:
+        console.print("[yellow]suspect content:[/] %d rows kept and listed in the report" % suspect)
     if report.get("quarantine_file"):
         console.print("quarantine: %s (%d rows)" % (report["quarantine_file"],
                                                     report.get("quarantined_total", 0)))

@@ -21,6 +21,7 @@ import base64
 import bisect
 import concurrent.futures
 import json
+import mmap
 import os
 import re
 import shutil
@@ -30,6 +31,7 @@ import threading
 import time
 import urllib.parse
 
+from fleetops.remote import hermes_schemas
 from fleetops.remote import sqlite_format as sf
 from fleetops.remote.durable import fsync_dir, fsync_file, sha256_file
 
@@ -53,6 +55,10 @@ INT64_MAX = (1 << 63) - 1
 
 class SalvageInputError(Exception):
     """The arguments or the source cannot be used at all (CLI exit 4)."""
+
+
+class SalvageError(Exception):
+    """The salvage itself failed part way (CLI exit 2); no output and no temporary file left."""
 
 
 # ---------------------------------------------------------------- helpers
@@ -87,6 +93,8 @@ def _one(conn, sql, params=()):
 
 
 def _jsonable(v):
+    if isinstance(v, sf.InvalidText):
+        return {"$text_invalid_utf8_hex": bytes(v).hex()}
     if isinstance(v, (bytes, bytearray, memoryview)):
         return {"$blob_b64": base64.b64encode(bytes(v)).decode("ascii")}
     if isinstance(v, str):
@@ -270,18 +278,50 @@ def _assign_page(tables, records):
     return ranked[0][0], None, []
 
 
+# ---------------------------------------------------------------- suspect content
+
+_NUMERIC_TEXT = re.compile(r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$")
+NUL_RUN = 8
+
+
+def _affinity_doubts(t, values):
+    """Why a record cannot have been written as it reads, for this table: a value whose
+    storage class the column's affinity would have converted (a number in a TEXT column,
+    numeric text in an INTEGER/REAL/NUMERIC one), or a run of NUL characters in text (what a
+    zeroed page leaves inside a value; Hermes never writes them)."""
+    out = []
+    for i, v in enumerate(values[:len(t.columns)]):
+        if v is None or i == t.alias:
+            continue
+        aff = t.affinity[i]
+        col = t.columns[i]
+        if aff == "TEXT" and isinstance(v, (int, float)):
+            out.append("%s: a %s in a TEXT column" % (col, type(v).__name__))
+        elif aff in ("INTEGER", "REAL", "NUMERIC") and isinstance(v, str) and _NUMERIC_TEXT.match(v):
+            out.append("%s: numeric text in a %s column" % (col, aff))
+        elif aff == "INTEGER" and isinstance(v, float) and v.is_integer() and abs(v) < 2 ** 63:
+            out.append("%s: an integral REAL in an INTEGER column" % col)
+        if isinstance(v, (str, bytes)) and not (isinstance(v, bytes) and not isinstance(v, sf.InvalidText)):
+            nul = "\x00" * NUL_RUN if isinstance(v, str) else b"\x00" * NUL_RUN
+            if nul in v:
+                out.append("%s: a run of NUL characters in text" % col)
+    return out
+
+
 # ---------------------------------------------------------------- row bookkeeping
 
 class Version(object):
     """One distinct content seen for one key, and every place it was seen."""
 
-    __slots__ = ("values", "walk", "cells", "first_page")
+    __slots__ = ("values", "walk", "cells", "first_page", "lineage", "suspect")
 
     def __init__(self, values):
         self.values = values
         self.walk = False
         self.cells = set()
         self.first_page = None
+        self.lineage = False     # seen on a leaf of the table's own tree
+        self.suspect = []        # why its content may have changed although it decodes
 
     @property
     def instances(self):
@@ -305,8 +345,13 @@ class TableState(object):
         self.quarantined = 0
         self.quarantine_reasons = {}
         self.undecodable = 0
+        self.held_back = {}      # reason -> rows of orphan pages not restored
+        self.foreign_cells = {}  # rowid -> {content key: page} of another table's leaf its walk read
+        self.foreign_read = 0
+        self.invalid_text = []   # rowids saved with text that is not valid UTF-8
+        self.suspect = {}        # rowid saved -> why its content is in doubt
 
-    def add(self, rowid, values, walk=False, cell=None):
+    def add(self, rowid, values, walk=False, cell=None, lineage=False):
         versions = self.keys.setdefault(rowid, {})
         ck = _content_key(values)
         v = versions.get(ck)
@@ -314,10 +359,13 @@ class TableState(object):
             v = versions[ck] = Version(values)
         if walk:
             v.walk = True
+        if lineage:
+            v.lineage = True
         if cell is not None:
             v.cells.add(cell)
             if v.first_page is None or cell[0] < v.first_page:
                 v.first_page = cell[0]
+        return v
 
 
 def _normalize(t, rowid, values):
@@ -430,6 +478,8 @@ class Salvage(object):
         self.notes = []
         self.tmpdir = None
         self.report = {}
+        self.header_inferred = []      # header fields not taken from the source's header
+        self.held_back = {"rows": 0, "pages": 0, "by_reason": {}}
 
     # ------------------------------------------------------------ entry
 
@@ -438,7 +488,16 @@ class Salvage(object):
         self._check_inputs()
         before = self._before = _file_fingerprints(self.source)
         try:
-            self._run()
+            try:
+                self._run()
+            except SalvageInputError:
+                raise
+            except Exception as e:  # noqa: BLE001 - every failure is the salvage's, named as such
+                self._discard_output()
+                self.report["verdict"] = "failed"
+                self.report["error"] = "%s: %s" % (type(e).__name__, e)
+                raise SalvageError("salvage failed: %s: %s (no output written)"
+                                   % (type(e).__name__, e)) from e
         finally:
             if self.fts_spec_state == "running":
                 self._stop_speculation("salvage ended before the FTS build")
@@ -465,6 +524,19 @@ class Salvage(object):
                 self._write_report()
         return self.report
 
+    def _discard_output(self):
+        """Close and remove the temporary output of a failed run (the source is untouched)."""
+        out = getattr(self, "out", None)
+        if out is not None:
+            try:
+                out.close()
+            except sqlite3.Error:
+                pass
+        tmp = getattr(self, "tmp_out", None)
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            if tmp and os.path.exists(tmp + suffix):
+                os.unlink(tmp + suffix)
+
     def _check_inputs(self):
         if not os.path.isfile(self.source):
             raise SalvageInputError("source %s is not a file" % self.source)
@@ -478,12 +550,24 @@ class Salvage(object):
             raise SalvageInputError("schema_from %s is not a file" % self.schema_from)
         with open(self.source, "rb") as fh:
             head = fh.read(100)
+        self.inferred_header = None
         try:
             sf.parse_header(head)
         except sf.FormatError as e:
-            if not self.schema_from:
-                raise SalvageInputError("source is not a SQLite database (%s); a damaged "
-                                        "header needs schema_from" % e)
+            try:
+                with open(self.source, "rb") as fh:
+                    size = os.fstat(fh.fileno()).st_size
+                    mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+                    try:
+                        self.inferred_header = sf.infer_header(mm)
+                    finally:
+                        if size:
+                            mm.close()
+            except sf.FormatError as e2:
+                if not self.schema_from:
+                    raise SalvageInputError("source is not a SQLite database (%s) and its header "
+                                            "cannot be inferred (%s); a damaged header needs "
+                                            "schema_from" % (e, e2))
 
     def _tick(self, name, t0):
         self.durations[name] = round(time.monotonic() - t0, 3)
@@ -504,7 +588,18 @@ class Salvage(object):
             with open(self.schema_from, "rb") as fh:
                 fallback = fh.read(100)
         self.reader = _open_reader(image, fallback)
+        if getattr(self.reader, "header_from", None) == "schema_from":
+            self.header_inferred = ["freelist_trunk", "freelist_count", "header (schema_from's)"]
         r["header"] = self.reader.header.as_dict()
+        h = self.reader.header
+        if (h.freelist_trunk > self.reader.page_count or h.freelist_count > self.reader.page_count
+                ) and "freelist_trunk" not in self.header_inferred:
+            # pointing outside the file: not the freelist's, whatever the rest says
+            self.header_inferred += ["freelist_trunk", "freelist_count"]
+            self.notes.append("header freelist fields point outside the file (trunk %d, count "
+                              "%d): free pages found from the pages instead"
+                              % (h.freelist_trunk, h.freelist_count))
+        r["header_inferred"] = list(self.header_inferred)
         self._load_schema(image)
         self._tick("schema", t)
         self._speculate_fts()
@@ -540,11 +635,22 @@ class Salvage(object):
         if os.path.exists(journal) and os.path.getsize(journal) > 0:
             self.notes.append("a rollback journal is present and was NOT applied "
                               "(immutable read of the main file)")
-        if info["wal_present"] and os.path.getsize(wal) > 0:
+        has_wal = info["wal_present"] and os.path.getsize(wal) > 0
+        if has_wal or self.inferred_header:
             self.tmpdir = tempfile.mkdtemp(prefix="fleetops-salvage-",
                                            dir=os.path.dirname(self.output))
             image = os.path.join(self.tmpdir, "image.db")
             shutil.copyfile(self.source, image)
+        if self.inferred_header:
+            # the private copy gets the inferred header, so SQLite can read it too
+            hdr, fields = self.inferred_header
+            with open(image, "r+b") as fh:
+                fh.write(hdr)
+            self.header_inferred = list(fields)
+            info["header_inferred"] = list(fields)
+            self.notes.append("damaged file header: inferred %s from the pages (private copy)"
+                              % ", ".join(fields))
+        if has_wal:
             wal_copy = image + "-wal"
             shutil.copyfile(wal, wal_copy)
             try:
@@ -553,12 +659,17 @@ class Salvage(object):
                 info["wal_applied"] = {"error": str(e)}
                 self.notes.append("WAL could not be applied: %s" % e)
             os.unlink(wal_copy)
-            if info["wal_applied"].get("torn"):
+            wa = info["wal_applied"]
+            if wa.get("torn"):
                 self.notes.append("WAL has a torn tail: %d of %d frames after the last commit "
                                   "were ignored, as SQLite would" % (
-                                      info["wal_applied"]["frames_total"]
-                                      - info["wal_applied"]["frames_committed"],
-                                      info["wal_applied"]["frames_total"]))
+                                      wa["frames_total"] - wa["frames_committed"]
+                                      - wa.get("stale_frames", 0), wa["frames_total"]))
+            if wa.get("stale_frames"):
+                self.notes.append("WAL holds %d stale frames of an earlier generation after its "
+                                  "%d valid ones (left by a WAL restart: normal), ignored"
+                                  % (wa["stale_frames"], wa["frames_valid"]))
+        if has_wal or self.inferred_header:
             info["copied"] = True
         else:
             image = self.source
@@ -608,14 +719,48 @@ class Salvage(object):
             self.schema_rows = src_rows
             self.report["schema_source"] = "source"
         else:
-            if not reader_rows:
-                raise SalvageInputError("source schema unreadable (%s); pass schema_from" % err)
-            self.schema_rows = reader_rows
+            added = self._schema_fallback(reader_rows or [])
+            if not reader_rows and not added:
+                raise SalvageInputError("source schema unreadable (%s) and not recognised as a "
+                                        "Hermes version fleetops ships; pass schema_from" % err)
+            self.schema_rows = (reader_rows or []) + added
             self.report["schema_source"] = "page-reader"
             self.notes.append("schema read by the page reader after SQLite failed: %s" % err)
         self.tables, problems = _build_model(self.schema_rows)
         self.notes.extend(problems)
         self.states = dict((n, TableState(t)) for n, t in self.tables.items() if t.target)
+
+    def _schema_fallback(self, rows):
+        """Schema rows for the objects whose DDL the source lost, from the shipped schema of
+        the Hermes version that made it (root pages unknown: their pages are found by the
+        page scan). Reported per object; [] when the version cannot be told."""
+        version = None
+        sv = [r for r in rows if r["name"] == "schema_version" and r.get("rootpage")]
+        if sv:
+            try:
+                w = self.reader.walk_btree(sv[0]["rootpage"])
+                vals = [v for pg in w.leaves for _c, v in self.reader.leaf_records(pg) if v]
+                if len(vals) == 1 and len(vals[0]) == 1 and isinstance(vals[0][0], int):
+                    version = vals[0][0]
+            except sf.FormatError:
+                pass
+        module, how = hermes_schemas.identify(rows, version)
+        rep = self.report["schema_fallback"] = {"used": False, "identified_by": how}
+        if module is None:
+            self.notes.append("no fallback schema for the lost DDL: %s" % how)
+            return []
+        have = set(r["name"] for r in rows)
+        added = [{"type": o[0], "name": o[1], "tbl_name": o[2], "rootpage": 0, "sql": o[3]}
+                 for o in module.OBJECTS if o[1] not in have]
+        rep.update({"used": bool(added), "hermes_version": module.HERMES_VERSION,
+                    "schema_version": module.SCHEMA_VERSION,
+                    "objects": [r["name"] for r in added]})
+        if added:
+            self.notes.append("DDL of %d objects lost with the schema page, taken from the schema "
+                              "Hermes %s creates (%s): %s" % (
+                                  len(added), module.HERMES_VERSION, how,
+                                  ", ".join(r["name"] for r in added)))
+        return added
 
     def _recover_schema_rows(self):
         """sqlite_schema rows when SQLite cannot read them: page 1's tree, then every
@@ -668,7 +813,8 @@ class Salvage(object):
         cls = self.reader.classify_pages(roots)
         self.classes = cls
         rd = self.reader
-        freelist = set(cls["freelist"]["trunks"]) | set(cls["freelist"]["leaves"])
+        freelist, self.free_evidence = _free_pages(rd, cls, self.header_inferred)
+        self.free_set = freelist
         counts = {}
         for info in cls["pages"].values():
             counts[info["kind"]] = counts.get(info["kind"], 0) + 1
@@ -685,6 +831,8 @@ class Salvage(object):
             st.double_refs.extend(w.double_refs)
             for pgno in w.leaves:
                 self._decode_leaf(st, pgno)
+        for name, st in self.states.items():
+            self._foreign_leaves(st)
         # orphans and freelist leaves, assigned by shape
         candidates = [t for t in self.tables.values() if t.columns and not t.without_rowid
                       and not t.virtual]
@@ -759,6 +907,9 @@ class Salvage(object):
                 continue
             orphan_assign.append({"page": pgno, "table": tname, "reason": why,
                                   "records": len(recs)})
+            if tname in self.states and self._hold_back(pgno, self.states[tname], recs):
+                orphan_assign[-1]["held_back"] = True
+                continue
             if tname in self.states:
                 st = self.states[tname]
                 st.orphan_pages.append(pgno)
@@ -789,7 +940,96 @@ class Salvage(object):
                                    "leaves": len(cls["freelist"]["leaves"]),
                                    "records_on_freelist": nfl,
                                    "restored": 0,
-                                   "quarantined": nfl if self.quarantine_freelist else 0}
+                                   "quarantined": nfl if self.quarantine_freelist else 0,
+                                   "evidence": self.free_evidence}
+        self.report["held_back"] = self.held_back
+
+    def _hold_back(self, pgno, st, recs):
+        """True (and the rows quarantined, with the reason) when an orphan leaf may be a
+        former page rather than a lost live one: nothing in its table's tree can have lost
+        its keys (no unreadable page, no double reference, no foreign leaf over them), or
+        the free pages are not all known and no interior page still points at it."""
+        keys = [c.rowid for c, v in recs if c.rowid is not None]
+        holes = self._holes(st)
+        covered = all(any((lo is None or k > lo) and (hi is None or k <= hi)
+                          for lo, hi in holes) for k in keys)
+        why = None
+        if not covered:
+            kind = "tree intact"
+            why = ("orphan leaf page %d: the tree of %s lost no page over its keys %s..%s; a "
+                   "former page (freed or superseded), not restored"
+                   % (pgno, st.t.name, min(keys) if keys else None, max(keys) if keys else None))
+        elif not self.free_evidence["complete"] and pgno not in self._interior_children():
+            kind = "free pages unknown"
+            why = ("orphan leaf page %d may be a former free page: the free pages are not all "
+                   "known (%s) and no interior page points at it; not restored"
+                   % (pgno, "; ".join(self.free_evidence["incomplete_because"]) or "?"))
+        if why is None:
+            return False
+        hb = self.held_back
+        hb["pages"] += 1
+        hb["rows"] += len(recs)
+        hb["by_reason"][kind] = hb["by_reason"].get(kind, 0) + len(recs)
+        st.held_back[kind] = st.held_back.get(kind, 0) + len(recs)
+        for c, v in recs:
+            self._quarantine(st.t.name, c.rowid, v, "held back: " + why, page=pgno, count=False,
+                             raw=c.payload if v is None else None)
+        return True
+
+    def _holes(self, st):
+        """Key ranges (lo exclusive, hi inclusive; None unbounded) where the tree of a table
+        may have lost live pages."""
+        w = self.classes["walks"].get(st.t.name)
+        if w is None or not st.t.rootpage:
+            return [(None, None)]           # root unknown: anything may be lost
+        out = [(i.get("key_lo"), i.get("key_hi")) for i in w.bad_pages.values()]
+        out += [(d.get("key_lo"), d.get("key_hi")) for d in w.double_refs]
+        if w.bad_cells:
+            out.append((None, None))        # an unreadable interior cell: range unknown
+        return out
+
+    def _interior_children(self):
+        """Pages some readable, not free, table interior page points at."""
+        if getattr(self, "_children", None) is None:
+            kids = set()
+            for pgno, info in self.classes["pages"].items():
+                if info["kind"] != "table-interior" or pgno in self.free_set:
+                    continue
+                try:
+                    kids.update(self.reader.children(self.reader.btree_page(pgno)))
+                except sf.FormatError:
+                    continue
+            self._children = kids
+        return self._children
+
+    def _foreign_leaves(self, st):
+        """Leaves the tree of st's table points at that another tree owns (or whose keys do
+        not fit): by record shape, either the table's own (decoded as its lineage) or the
+        other table's, whose records SQLite's walk will return as this table's rows (noted,
+        to tell them from this table's own versions of those keys)."""
+        w = self.classes["walks"].get(st.t.name)
+        if w is None:
+            return
+        pages = [(d["page"], d.get("first_owner")) for d in w.double_refs
+                 if d.get("first_owner") not in (None, st.t.name)]
+        pages += [(p, None) for p, i in w.bad_pages.items() if i.get("foreign_leaf")]
+        for pgno, other in pages:
+            try:
+                recs = list(self.reader.leaf_records(pgno))
+            except sf.FormatError:
+                continue
+            good = [v for c, v in recs if v is not None]
+            cands = [st.t] + [t for t in self.tables.values()
+                              if t.columns and not t.without_rowid and not t.virtual
+                              and t.name != st.t.name and (other is None or t.name == other)]
+            tname, _why, _tied = _assign_page(cands, good) if good else (None, None, [])
+            if tname == st.t.name:
+                self._add_records(st, pgno, recs, shape_check=False)
+                continue
+            for c, v in recs:
+                if v is not None and c.rowid is not None:
+                    ck = _content_key(_normalize(st.t, c.rowid, v))
+                    st.foreign_cells.setdefault(c.rowid, {})[ck] = pgno
 
     def _decode_leaf(self, st, pgno):
         try:
@@ -821,7 +1061,11 @@ class Salvage(object):
                 self._quarantine(t.name, cell.rowid, vals, "record has %d columns, table %d"
                                  % (len(vals), len(t.columns)), page=pgno)
                 continue
-            st.add(cell.rowid, _normalize(t, cell.rowid, vals), cell=(pgno, cell.index))
+            v = st.add(cell.rowid, _normalize(t, cell.rowid, vals), cell=(pgno, cell.index),
+                       lineage=not shape_check)
+            for why in cell.suspect + _affinity_doubts(t, vals):
+                if why not in v.suspect:
+                    v.suspect.append(why)
 
     # ------------------------------------------------------------ table walk
 
@@ -859,12 +1103,20 @@ class Salvage(object):
                 for row in cur:
                     got += 1
                     rid = row[0]
-                    st.add(rid, list(row[1:]), walk=True)
+                    v = st.add(rid, list(row[1:]), walk=True)
+                    if not v.cells:
+                        for why in _affinity_doubts(t, v.values):
+                            if why not in v.suspect:
+                                v.suspect.append(why)
                     seen_walk.add(rid)
                     if hi is None or rid > hi:
                         hi = rid
             except sqlite3.DatabaseError as e:
                 err = str(e)
+                if "decode" in err and self.src.text_factory is not sf.text_or_invalid:
+                    # text that is not valid UTF-8: read it as the bytes it is, from here on
+                    self.src.text_factory = sf.text_or_invalid
+                    continue
             if err is None:
                 if got < self.batch or hi >= INT64_MAX:
                     break
@@ -888,11 +1140,15 @@ class Salvage(object):
         for k in known:
             if k in seen_walk:
                 continue
-            try:
-                for row in self.src.execute(point, (k,)).fetchall():
-                    st.add(row[0], list(row[1:]), walk=True)
-            except sqlite3.DatabaseError:
-                pass
+            for _try in (1, 2):
+                try:
+                    for row in self.src.execute(point, (k,)).fetchall():
+                        st.add(row[0], list(row[1:]), walk=True)
+                except sqlite3.DatabaseError as e:
+                    if "decode" in str(e) and self.src.text_factory is not sf.text_or_invalid:
+                        self.src.text_factory = sf.text_or_invalid
+                        continue
+                break
 
     def _readable_from(self, t, rowid):
         try:
@@ -977,6 +1233,7 @@ class Salvage(object):
         fd = os.open(self.tmp_out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         os.close(fd)
         out = sqlite3.connect(self.tmp_out, isolation_level=None)
+        out.text_factory = sf.text_or_invalid
         self.out = out
         out.execute("PRAGMA foreign_keys=OFF")
         out.execute("PRAGMA journal_mode=DELETE")
@@ -1049,13 +1306,17 @@ class Salvage(object):
                 self.fts_report[name] = {"mode": "leave-to-hermes", "created": False}
         out.execute("BEGIN")
         for r in unique_idx:
-            out.execute(r["sql"])
+            try:
+                out.execute(r["sql"])
+            except sqlite3.Error as e:
+                self.notes.append("index %s not created: %s" % (r["name"], e))
         out.execute("COMMIT")
         # rows
         for name in self._load_order():
             self._load_table(self.states[name])
         self._apply_repairs()
         self._fk_fix()
+        self._check_against_copies()
         out.execute("BEGIN")
         for r in other_idx:
             try:
@@ -1073,6 +1334,87 @@ class Salvage(object):
             t = time.monotonic()
             self._build_fts()
             self._tick("fts_build", t)
+
+    def _check_against_copies(self):
+        """Rows whose content disagrees with the source's own copies of it: an FTS table that
+        keeps its own content (an inline `_content` shadow table) holds, per row, what its
+        insert trigger computed from the row. A row that every copy holding it contradicts
+        has changed since it was written (or all its copies have): flagged as suspect. A copy the row agrees with outvotes one it does not
+        (then the index was damaged, and it is rebuilt anyway)."""
+        if self.src is None:
+            return
+        votes = {}          # (table, rowid) -> [copies present, copies disagreeing]
+        try:
+            self.out.execute("ATTACH DATABASE ? AS fleetops_src",
+                             (_uri(self.report["image"]["path"], mode="ro", immutable="1"),))
+        except sqlite3.Error as e:
+            self.notes.append("content not checked against its FTS copies: %s" % e)
+            return
+        try:
+            for name, trigs in self._fts_triggers().items():
+                content = name + "_content"
+                if content not in self.tables:
+                    continue
+                for r in trigs:
+                    parsed = _trigger_insert(r["sql"], name)
+                    tn = r.get("tbl_name")
+                    if (parsed is None or tn not in self.states
+                            or not re.search(r"(?i)\bAFTER\s+INSERT\b", r["sql"])):
+                        continue
+                    cols, exprs = parsed
+                    self._vote(votes, tn, name, content, cols, exprs)
+                    break       # one vote per copy
+        finally:
+            self.out.execute("DETACH DATABASE fleetops_src")
+        for (tn, rowid), (present, against) in sorted(votes.items()):
+            if against and against == present:
+                st = self.states[tn]
+                st.suspect.setdefault(rowid, []).append(
+                    "its content disagrees with %s of its FTS cop%s in the source"
+                    % ("the one" if present == 1 else "all %d" % present,
+                       "y" if present == 1 else "ies"))
+
+    def _vote(self, votes, tn, name, content, cols, exprs):
+        """One FTS copy's votes on the rows of table tn (see _check_against_copies)."""
+        if cols[0].lower() != "rowid" or len(cols) != len(exprs):
+            return
+        m = re.search(r"(?is)\busing\s+fts5\s*\(", self.tables[name].sql or "")
+        args = _split_args(self.tables[name].sql[m.end():]) if m else None
+        if args is None:
+            return
+        # the declared columns, in order (c0, c1, ... of the content table); options have '='
+        fts_cols = [a.split()[0].strip('"`[]') for a in args if a and "=" not in a]
+        idx = []
+        for c in cols[1:]:
+            if c not in fts_cols:
+                return
+            idx.append("c%d" % fts_cols.index(c))
+        sub = [re.sub(r"(?i)\bnew\.", "m.", e) for e in exprs]
+        same = " AND ".join("f.%s IS (%s)" % (c, e) for c, e in zip(idx, sub[1:])) or "1"
+        sql = ("SELECT m.rowid, (%s) FROM main.%s AS m NOT INDEXED JOIN fleetops_src.%s AS f "
+               "ON f.id = (%s) WHERE m.rowid BETWEEN ? AND ?" % (same, _q(tn), _q(content), sub[0]))
+        keys = [r[0] for r in self.out.execute("SELECT rowid FROM main.%s NOT INDEXED ORDER BY rowid"
+                                               % _q(tn))]
+        todo = [keys[i:i + 256] for i in range(0, len(keys), 256)]
+        unread = 0
+        while todo:
+            part = todo.pop()
+            try:
+                rows = self.out.execute(sql, (part[0], part[-1])).fetchall()
+            except sqlite3.Error:
+                if len(part) == 1:
+                    unread += 1         # this row's copy is on a damaged page
+                else:
+                    todo += [part[:len(part) // 2], part[len(part) // 2:]]
+                continue
+            for row in rows:
+                v = votes.setdefault((tn, row[0]), [0, 0])
+                v[0] += 1
+                if not row[1]:
+                    v[1] += 1
+        if unread:
+            self.notes.append("%s: %d rows not checked against %s (that copy unreadable)"
+                              % (tn, unread, name))
 
     def _create_fts(self, name, trigs):
         out = self.out
@@ -1561,32 +1903,74 @@ class Salvage(object):
         names = list(self.states)
         return [n for n in REPAIR_ORDER if n in names] + [n for n in names if n not in REPAIR_ORDER]
 
+    def _foreign_ranges(self, st):
+        """Key ranges where SQLite's walk of this table read a page another tree owns (or a
+        leaf whose keys do not fit): rows it returned there may be another table's."""
+        w = self.classes["walks"].get(st.t.name) if hasattr(self, "classes") else None
+        if w is None:
+            return []
+        out = [(d.get("key_lo"), d.get("key_hi")) for d in w.double_refs
+               if d.get("first_owner") not in (None, st.t.name)]
+        out += [(i.get("key_lo"), i.get("key_hi")) for i in w.bad_pages.values()
+                if i.get("foreign_leaf")]
+        return out
+
     def _plan(self, st):
-        """Rows to insert, in key order: per key, the walk's version first, else the
-        lowest page's; the other versions quarantined; extra instances duplicates."""
+        """Rows to insert, in key order: per key, every version in order of evidence (seen
+        by SQLite's walk and on the table's own leaves first; a walk row read through another
+        tree's page last; then more copies, then the lowest page); extra instances are
+        duplicates. The load tries them in that order until one goes in."""
         plan = []
         st.duplicates = 0
         st.conflicts = 0
         st.page_scan_only = 0
         st.identified = 0
+        foreign = self._foreign_ranges(st)
+
+        def in_foreign(k):
+            return not isinstance(k, tuple) and any(
+                (lo is None or k > lo) and (hi is None or k <= hi) for lo, hi in foreign)
+
         for rowid in sorted(st.keys, key=lambda k: (isinstance(k, tuple), k if not isinstance(k, tuple) else 0, str(k))):
+            doubtful = in_foreign(rowid)
+            theirs = st.foreign_cells.get(rowid, ())
+            for ck, v in list(st.keys[rowid].items()):
+                if v.walk and not v.lineage and not v.cells and ck in theirs:
+                    # SQLite read it from a page that belongs to another table: not a row
+                    # of this one (the page's own table has it)
+                    del st.keys[rowid][ck]
+                    st.foreign_read += 1
+                    self._quarantine(st.t.name, rowid, v.values,
+                                     "read through a page of another table: SQLite's walk of "
+                                     "%s returned it from page %s" % (st.t.name, theirs[ck]),
+                                     count=False)
+            if not st.keys[rowid]:
+                continue
             versions = sorted(st.keys[rowid].values(),
-                              key=lambda v: (not v.walk, v.first_page or 0))
-            for i, v in enumerate(versions):
+                              key=lambda v: (doubtful and v.walk and not v.lineage, bool(v.suspect),
+                                             not v.walk, not v.lineage, -v.instances,
+                                             v.first_page or 0))
+            for v in versions:
                 st.identified += v.instances
                 st.duplicates += v.instances - 1
                 if not v.walk:
                     st.page_scan_only += 1
-                if i == 0:
-                    plan.append((rowid, v))
-                else:
-                    st.conflicts += 1
-                    self._quarantine(st.t.name, rowid, v.values,
-                                     "conflicting version: same key %s, different content; "
-                                     "kept the %s version" % (rowid, "table-walk" if versions[0].walk
-                                                              else "lowest-page"),
-                                     page=v.first_page)
+            plan.append((rowid, versions))
         return plan
+
+    def _insert_sql(self, sql, p):
+        """The INSERT for these parameters: text that is not valid UTF-8 is bound as its bytes
+        and cast to TEXT, so it is stored exactly as it was, as TEXT."""
+        if not any(isinstance(x, sf.InvalidText) for x in p):
+            return sql
+        head, _sep, _tail = sql.rpartition("VALUES (")
+        return head + "VALUES (" + ", ".join(
+            "CAST(? AS TEXT)" if isinstance(x, sf.InvalidText) else "?" for x in p) + ")"
+
+    def _params(self, t, rowid, v):
+        if t.alias is None and not t.without_rowid:
+            return [rowid] + list(v.values)
+        return list(v.values)
 
     def _load_table(self, st):
         t = st.t
@@ -1596,32 +1980,112 @@ class Salvage(object):
         if t.alias is None and not t.without_rowid:
             sql = "INSERT INTO %s(rowid, %s) VALUES (?%s)" % (
                 _q(t.name), ", ".join(_q(c) for c in cols), ", ?" * len(cols))
-            params = [[rowid] + list(v.values) for rowid, v in plan]
         else:
             sql = "INSERT INTO %s(%s) VALUES (%s)" % (
                 _q(t.name), ", ".join(_q(c) for c in cols), ", ".join("?" * len(cols)))
-            params = [list(v.values) for rowid, v in plan]
         st.deferred = []
         for b in range(0, len(plan), self.batch):
-            chunk = params[b:b + self.batch]
+            part = plan[b:b + self.batch]
+            single = [(rowid, vs[0]) for rowid, vs in part if len(vs) == 1
+                      and not vs[0].suspect
+                      and not any(isinstance(x, sf.InvalidText) for x in vs[0].values)]
             out.execute("BEGIN")
             try:
                 out.execute("SAVEPOINT batch")
-                out.executemany(sql, chunk)
+                out.executemany(sql, [self._params(t, rowid, v) for rowid, v in single])
                 out.execute("RELEASE batch")
             except sqlite3.DatabaseError:
                 out.execute("ROLLBACK TO batch")
                 out.execute("RELEASE batch")
-                for (rowid, v), p in zip(plan[b:b + self.batch], chunk):
-                    self._insert_one(st, sql, rowid, v, p)
+                for rowid, v in single:
+                    self._insert_one(st, sql, rowid, v, self._params(t, rowid, v))
+            for rowid, vs in part:
+                if len(vs) > 1:
+                    self._insert_versions(st, sql, rowid, vs)
+                elif vs[0].suspect or any(isinstance(x, sf.InvalidText) for x in vs[0].values):
+                    self._insert_one(st, sql, rowid, vs[0], self._params(t, rowid, vs[0]))
             out.execute("COMMIT")
 
-    def _insert_one(self, st, sql, rowid, v, p):
+    def _insert_versions(self, st, sql, rowid, versions):
+        """Two or more versions of one key: try each in order of evidence until one goes in
+        (constraints and, for a NOT NULL reference, its parent row); quarantine the others.
+        A version that fails only a repairable NOT NULL is kept for the repair pass when no
+        other version goes in."""
+        t = st.t
+        failed = []
+        chosen = None
+        repairable = None
+        for v in versions:
+            why = self._missing_parent(t, v.values)
+            if why is None:
+                n_def = len(st.deferred)
+                if self._insert_one(st, sql, rowid, v, self._params(t, rowid, v), quiet=True):
+                    chosen = v
+                    break
+                if len(st.deferred) > n_def:
+                    repairable = repairable or st.deferred.pop()
+                    why = "NOT NULL constraint failed: %s.%s" % (t.name, repairable[4])
+                else:
+                    why = self._last_insert_error
+            failed.append((v, why))
+        if chosen is None and repairable is not None:
+            st.deferred.append(repairable)
+            chosen = repairable[1]
+        kept = ("the version that %s" % ("went in" if chosen is not None and repairable is None
+                                         or chosen is not repairable[1] else "is repaired")
+                if chosen is not None else None)
+        for v in versions:
+            if v is chosen:
+                continue
+            st.conflicts += 1
+            why = dict((id(x), w) for x, w in failed).get(id(v))
+            self._quarantine(t.name, rowid, v.values,
+                             "conflicting version: same key %s, different content; %s%s" % (
+                                 rowid, "kept %s" % kept if kept else "no version went in",
+                                 "; this one: %s" % why if why else ""),
+                             page=v.first_page)
+
+    def _missing_parent(self, t, values):
+        """Why a row's NOT NULL reference has no parent in the output yet, or None."""
+        for ci, ptable, pcol in self._notnull_fks(t):
+            val = values[ci]
+            if val is None or ptable not in self.states:
+                continue
+            try:
+                if _one(self.out, "SELECT 1 FROM %s WHERE %s = ? LIMIT 1"
+                        % (_q(ptable), _q(pcol)), (val,)) is None:
+                    return "FOREIGN KEY: no %s row with %s = %r" % (ptable, pcol, val)
+            except sqlite3.Error:
+                return None
+        return None
+
+    def _notnull_fks(self, t):
+        cache = self.__dict__.setdefault("_fk_cache", {})
+        if t.name not in cache:
+            out = []
+            try:
+                for f in self.out.execute("PRAGMA foreign_key_list(%s)" % _q(t.name)).fetchall():
+                    col, ptable, pcol = f[3], f[2], f[4]
+                    if col in t.columns and t.notnull[t.columns.index(col)]:
+                        if pcol is None and ptable in self.tables:
+                            pt = self.tables[ptable]
+                            pcol = pt.columns[pt.alias] if pt.alias is not None else "rowid"
+                        out.append((t.columns.index(col), ptable, pcol or "rowid"))
+            except sqlite3.Error:
+                pass
+            cache[t.name] = out
+        return cache[t.name]
+
+    def _insert_one(self, st, sql, rowid, v, p, quiet=False):
         t = st.t
         try:
             self.out.execute("SAVEPOINT one")
-            self.out.execute(sql, p)
+            self.out.execute(self._insert_sql(sql, p), p)
             self.out.execute("RELEASE one")
+            if any(isinstance(x, sf.InvalidText) for x in p):
+                st.invalid_text.append(rowid)
+            if v.suspect:
+                st.suspect[rowid] = list(v.suspect)
             return True
         except sqlite3.DatabaseError as e:
             self.out.execute("ROLLBACK TO one")
@@ -1635,7 +2099,9 @@ class Salvage(object):
                 reason = "%s: kept the first row (lowest key) with this value" % msg
             else:
                 reason = msg
-            self._quarantine(t.name, rowid, v.values, reason, page=v.first_page)
+            self._last_insert_error = reason
+            if not quiet:
+                self._quarantine(t.name, rowid, v.values, reason, page=v.first_page)
             return False
 
     def _apply_repairs(self):
@@ -1732,6 +2198,7 @@ class Salvage(object):
 
     def _fts_check(self, name, out):
         rep = self.fts_report[name]
+        out.text_factory = sf.text_or_invalid
         try:
             out.execute("INSERT INTO %s(%s) VALUES('integrity-check')" % (_q(name), _q(name)))
             rep["integrity_check"] = "ok"
@@ -1849,16 +2316,25 @@ class Salvage(object):
         r["identified_rows"] = sum(x["identified"] for x in tables_rep.values())
         r["saved_rows"] = sum(x["saved"] for x in tables_rep.values())
         partial = [n for n, x in tables_rep.items() if x["verdict"] != "complete"]
+        lost_somewhere = self.unattributed and any(self._holes(st) for st in self.states.values())
+        sw = self.classes["walks"].get("sqlite_schema")
+        ddl_lost = (sw is not None and bool(sw.bad_pages or sw.bad_cells) and not self.schema_from
+                    and not self.report.get("schema_fallback", {}).get("used"))
+        if not lost_somewhere and self.unattributed:
+            self.notes.append("%d unreadable pages belong to no tree, and every table's tree is "
+                              "whole: they held no live rows" % len(self.unattributed))
         if not ver["ok"]:
             r["verdict"] = "failed"
-        elif partial or self.unattributed:
+        elif partial or lost_somewhere or ddl_lost:
             r["verdict"] = "partial"
         else:
             r["verdict"] = "complete"
         r["verdict_reasons"] = (["verification failed"] if not ver["ok"] else []) + [
             "table %s is partial" % n for n in partial] + (
             ["%d unreadable pages could not be attributed to a table" % len(self.unattributed)]
-            if self.unattributed else [])
+            if lost_somewhere else []) + (
+            ["sqlite_schema lost pages and no schema gives their objects' DDL: tables whose "
+             "DDL was there are not salvaged"] if ddl_lost else [])
         # WAL like Hermes, checkpointed into one file (own connection: no open statements);
         # the switch commits with synchronous=FULL, so the file is on disk after it
         out.close()
@@ -1897,6 +2373,15 @@ class Salvage(object):
             reasons.append("%d undecodable cells" % len(st.bad_cells))
         if st.walk_errors:
             reasons.extend(st.walk_errors)
+        if st.invalid_text:
+            reasons.append("%d rows saved with text that is not valid UTF-8 (bytes kept as "
+                           "stored: damaged content)" % len(st.invalid_text))
+        if st.suspect:
+            reasons.append("%d rows saved whose content is in doubt (see suspect_rows)"
+                           % len(st.suspect))
+        if st.held_back.get("free pages unknown"):
+            reasons.append("%d rows on orphan pages held back: they may be deleted rows"
+                           % st.held_back["free pages unknown"])
         if not accounted:
             reasons.append("counts do not add up: identified %d != saved %d + duplicates %d + "
                            "quarantined %d" % (identified, saved, st.duplicates, st.quarantined))
@@ -1918,6 +2403,12 @@ class Salvage(object):
             "pages_referenced_twice": st.double_refs,
             "walk_bad_ranges": st.walk_bad_ranges,
             "freelist_records_not_restored": st.freelist_records,
+            "held_back_rows": st.held_back,
+            "foreign_rows_read": st.foreign_read,
+            "invalid_utf8_rows": sorted(st.invalid_text)[:100],
+            "invalid_utf8_count": len(st.invalid_text),
+            "suspect_rows": dict((str(k), st.suspect[k]) for k in sorted(st.suspect)[:100]),
+            "suspect_count": len(st.suspect),
             "loss_rows": loss,
             "accounted": accounted,
             "verdict": "complete" if not reasons else "partial",
@@ -2006,6 +2497,93 @@ def _thread_cpu():
         return None
 
 
+def _trigger_insert(sql, fts_name):
+    """(columns, value expressions) of the `INSERT INTO fts_name(...) VALUES (...)` in a
+    trigger's SQL, split at top-level commas; None if it has no such statement."""
+    m = re.search(r"(?is)INSERT\s+INTO\s+[\"`\[]?%s[\"`\]]?\s*\(([^)]*)\)\s*VALUES\s*\("
+                  % re.escape(fts_name), sql or "")
+    if not m:
+        return None
+    cols = [c.strip().strip('"`[]') for c in m.group(1).split(",")]
+    exprs = _split_args(sql[m.end():])
+    return None if exprs is None else (cols, exprs)
+
+
+def _split_args(text):
+    """The comma-separated items up to the parenthesis that closes the one just before
+    ``text`` (quotes and nested parentheses respected), or None if it never closes."""
+    exprs, depth, cur, quote = [], 0, "", None
+    for ch in text:
+        if quote:
+            cur += ch
+            if ch == quote:
+                quote = None
+            continue
+        if ch in "'\"":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            if depth == 0:
+                exprs.append(cur.strip())
+                return exprs
+            depth -= 1
+        elif ch == "," and depth == 0:
+            exprs.append(cur.strip())
+            cur = ""
+            continue
+        cur += ch
+    return None
+
+
+def _free_pages(rd, cls, header_inferred):
+    """Every page known to be free, from every source of evidence, and whether that is all
+    of them: the freelist as the header points at it (its pages that a tree owns dropped),
+    pages shaped like freelist trunks that no tree owns and the pages they list, and the
+    pointer map where there is one. Complete when the chain read to its end and accounts
+    for the header's count (or, with the header's freelist fields unknown, the trunks found
+    form one chain ending in 0)."""
+    pages = cls["pages"]
+    fl = cls["freelist"]
+    why = []
+    trusted = not ({"freelist_trunk", "freelist_count"} & set(header_inferred))
+    walked = [p for p in fl["trunks"] + fl["leaves"] if pages[p]["owner"] is None]
+    if not trusted:
+        walked = []
+        why.append("the header's freelist fields are not the source's")
+    elif len(walked) != len(fl["trunks"]) + len(fl["leaves"]):
+        why.append("the freelist chain runs through pages a b-tree owns")
+    elif not fl["complete"]:
+        why.append("; ".join(fl["errors"]) or "freelist chain unreadable")
+    free = set(walked)
+    scanned = {}
+    for pgno, info in pages.items():
+        if info["owner"] is not None or pgno in free or info["kind"] in sf.PAGE_TYPE_NAMES.values():
+            continue
+        t = rd.trunk_like(pgno)
+        if t and not any(pages[x]["owner"] for x in t["leaves"]):
+            scanned[pgno] = t
+    for pgno, t in scanned.items():
+        free.add(pgno)
+        free.update(t["leaves"])
+    ptrmap = rd.ptrmap_free_pages()
+    free |= set(p for p in ptrmap if pages.get(p, {}).get("owner") is None)
+    if not why:
+        complete = True
+    elif trusted:
+        # what was missed is found again if the count now adds up
+        complete = (len(free) + fl.get("beyond_eof", 0) == rd.header.freelist_count
+                    and bool(scanned))
+    else:
+        nexts = dict((p, t["next"]) for p, t in scanned.items())
+        heads = [p for p in nexts if p not in nexts.values()]
+        complete = len(heads) <= 1 and all(n == 0 or n in nexts for n in nexts.values())
+    return free, {"complete": complete, "incomplete_because": [] if complete else why,
+                  "freelist_walked": len(walked), "trunks_found_by_shape": sorted(scanned),
+                  "ptrmap_free": len(ptrmap), "known_free": len(free),
+                  "header_freelist_count": rd.header.freelist_count if trusted else None}
+
+
 def _open_reader(image, fallback_header=None):
     try:
         return sf.SQLiteFile(image)
@@ -2017,7 +2595,9 @@ def _open_reader(image, fallback_header=None):
     hdr = bytearray(fallback_header[:100])
     hdr[32:40] = b"\x00" * 8          # the healthy file's freelist is not ours
     data[:100] = hdr
-    return sf.SQLiteFile(data=bytes(data))
+    rd = sf.SQLiteFile(data=bytes(data))
+    rd.header_from = "schema_from"
+    return rd
 
 
 # ---------------------------------------------------------------- public API

@@ -33,6 +33,21 @@ class FormatError(Exception):
     """The bytes do not form what the SQLite file format says they should."""
 
 
+class InvalidText(bytes):
+    """A TEXT value whose bytes are not valid in the database's encoding, kept exactly as
+    stored (SQLite itself stores and returns such bytes; only decoding them fails)."""
+
+    __slots__ = ()
+
+
+def text_or_invalid(data):
+    """sqlite3 text_factory: str where the bytes are valid UTF-8, else InvalidText."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return InvalidText(data)
+
+
 # ---------------------------------------------------------------- varints
 
 def read_varint(buf, off):
@@ -113,8 +128,8 @@ def _decode_value(st, data, encoding, errors):
         return bytes(data)
     try:
         return bytes(data).decode(encoding, errors)
-    except UnicodeDecodeError as e:
-        raise FormatError("text not valid %s: %s" % (encoding, e))
+    except UnicodeDecodeError:
+        return InvalidText(data)
 
 
 def parse_record_header(payload):
@@ -196,6 +211,116 @@ def parse_header(buf):
     return h
 
 
+def infer_header(buf):
+    """(header bytes, inferred field names) for a file whose 100-byte header is damaged but
+    whose pages can be read: the page size the pages agree with (b-tree page headers that
+    parse at odd multiples of it; the smallest that fits about as well as the best), the other fields
+    checked one by one and set to what SQLite writes by default where they are impossible.
+    The freelist fields are reported unknown (and zeroed) when they point outside the file
+    or when the header lost more than its magic string. FormatError when no page size fits."""
+    size = len(buf)
+    if size < 1024:
+        raise FormatError("file of %d bytes: too short to infer a header" % size)
+    old = bytes(buf[:100]).ljust(100, b"\x00")
+    hdr = bytearray(old)
+    inferred = []
+    if old[:16] != HEADER_MAGIC:
+        hdr[:16] = HEADER_MAGIC
+        inferred.append("magic")
+    scores = {}
+    for ps in (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536):
+        n = size // ps
+        if n < 2:
+            continue
+        # pages at odd multiples of ps: page starts if the page size is ps or smaller,
+        # the middle of a page (almost never a b-tree header) if it is larger
+        odd = list(range(2, n + 1, 2))
+        sample = sorted(set(odd[(i * (len(odd) - 1)) // 127] for i in range(128))) if odd else []
+        ok = nonzero = 0
+        for p in sample:
+            data = buf[(p - 1) * ps:p * ps]
+            if not any(data[:16]):
+                continue
+            nonzero += 1
+            if _btree_header_fits(data, 0, ps):
+                ok += 1
+        if _btree_header_fits(buf[:ps], 100, ps):
+            ok += 1
+            nonzero += 1
+        if ok >= 2:
+            scores[ps] = ok / float(nonzero)
+    if not scores:
+        raise FormatError("no page size fits: no b-tree pages found")
+    best = max(scores.values())
+    # every size from the true one up scores about the same; smaller ones about nothing
+    ps = min(p for p, f in scores.items() if f >= 0.5 * best)
+    raw = struct.unpack(">H", old[16:18])[0]
+    if (65536 if raw == 1 else raw) != ps:
+        struct.pack_into(">H", hdr, 16, 1 if ps == 65536 else ps)
+        inferred.append("page_size")
+    if old[18] not in (1, 2) or old[19] not in (1, 2):
+        hdr[18:20] = b"\x01\x01"
+        inferred.append("file_format_versions")
+    if ps - old[20] < 480 or (old[20] and "magic" in inferred):
+        hdr[20] = 0
+        inferred.append("reserved")
+    if old[21:24] != b"\x40\x20\x20":
+        hdr[21:24] = b"\x40\x20\x20"
+        inferred.append("payload_fractions")
+    pages = size // ps
+    trunk, count = struct.unpack(">II", old[32:40])
+    if trunk > pages or count > pages or (len(inferred) > 1 and "magic" in inferred):
+        hdr[32:40] = bytes(8)
+        inferred.extend(["freelist_trunk", "freelist_count"])
+    largest_root = struct.unpack(">I", old[52:56])[0]
+    if largest_root and (largest_root > pages or not _ptrmap_shaped(buf[ps:2 * ps])):
+        hdr[52:56] = bytes(4)
+        hdr[64:68] = bytes(4)
+        inferred.append("auto_vacuum")
+    if not 1 <= struct.unpack(">I", old[44:48])[0] <= 4:
+        struct.pack_into(">I", hdr, 44, 4)
+        inferred.append("schema_format")
+    if struct.unpack(">I", old[56:60])[0] not in (1, 2, 3):
+        struct.pack_into(">I", hdr, 56, 1)
+        inferred.append("text_encoding")
+    # the page count SQLite may trust: the file's own
+    struct.pack_into(">I", hdr, 28, pages)
+    hdr[92:96] = hdr[24:28]
+    parse_header(bytes(hdr))
+    return bytes(hdr), inferred
+
+
+def _ptrmap_shaped(data):
+    """Page 2 of an auto_vacuum file is a pointer map: 5-byte entries of type 1..5 (0 past
+    the last page it maps)."""
+    types = [data[i] for i in range(0, len(data) - 4, 5)]
+    if not types or types[0] not in (1, 2, 3, 4, 5):
+        return False
+    tail = False
+    for t in types:
+        if t == 0:
+            tail = True
+        elif tail or t > 5:
+            return False
+    return True
+
+
+def _btree_header_fits(data, hoff, ps):
+    """A b-tree page header at data[hoff] whose cell pointers fit a page of ps bytes."""
+    if len(data) < hoff + 12 or data[hoff] not in BTREE_TYPES:
+        return False
+    _fb, ncells, cs, frag = struct.unpack(">HHHB", data[hoff + 1:hoff + 8])
+    cs = 65536 if cs == 0 else cs
+    hlen = 8 if data[hoff] in (INDEX_LEAF, TABLE_LEAF) else 12
+    end = hoff + hlen + 2 * ncells
+    if end > ps or cs > ps or (ncells and cs < end) or frag > 60:
+        return False
+    if ncells == 0:
+        return data[hoff] in (INDEX_LEAF, TABLE_LEAF) and cs == ps or False
+    ptrs = struct.unpack(">%dH" % ncells, data[hoff + hlen:end])
+    return all(cs <= x < ps for x in ptrs)
+
+
 # ---------------------------------------------------------------- pages
 
 class BTreePage(object):
@@ -221,7 +346,7 @@ class Cell(object):
     """One decoded cell. payload is complete (overflow followed) or None."""
 
     __slots__ = ("pgno", "index", "rowid", "left_child", "payload_size", "payload",
-                 "overflow_pages", "error")
+                 "overflow_pages", "error", "suspect")
 
     def __init__(self, pgno, index):
         self.pgno = pgno
@@ -232,6 +357,7 @@ class Cell(object):
         self.payload = None
         self.overflow_pages = []
         self.error = None
+        self.suspect = []        # why its bytes may not be what was written (it decodes)
 
 
 def local_payload_size(payload_size, usable_size, table_leaf):
@@ -389,7 +515,22 @@ class SQLiteFile(object):
             rest, pages = self.read_overflow(first, c.payload_size - local)
             c.overflow_pages = pages
             c.payload = head + rest
+            c.suspect = self._overflow_doubts(pages)
         return c
+
+    def _overflow_doubts(self, pages):
+        """What is wrong with an overflow chain that still gives the payload's bytes: a page
+        of zeros (a zeroed or never-written page), or a last page that points on (the chain
+        is longer than the payload size says)."""
+        out = []
+        for pgno in pages:
+            if not any(self.page(pgno)):
+                out.append("overflow page %d is all zeros" % pgno)
+        last = struct.unpack(">I", self.page(pages[-1])[:4])[0]
+        if last:
+            out.append("overflow chain longer than the payload: its last page %d points on to "
+                       "page %d" % (pages[-1], last))
+        return out
 
     def children(self, page):
         """Child page numbers of an interior page, in key order (right child last)."""
@@ -407,33 +548,85 @@ class SQLiteFile(object):
         seen = set()
         pgno = self.header.freelist_trunk
         per_trunk = self.usable_size // 4 - 2
+        # pages the header counts that lie past the end of the file (a truncated copy):
+        # accounted for, not unknown
+        beyond = 0
+        # complete: the chain was read to its end and holds every page the header counts
+        # (then no other page of the file can be a free page)
+        complete = True
+        bad_leaves = 0
         while pgno:
             if pgno in seen:
                 errors.append("freelist trunk loop at page %d" % pgno)
+                complete = False
                 break
             seen.add(pgno)
             try:
                 data = self.page(pgno)
             except FormatError as e:
                 errors.append(str(e))
+                complete = False
                 break
             trunks.append(pgno)
             nxt, n = struct.unpack(">II", data[:8])
             if n > per_trunk:
                 errors.append("trunk %d claims %d leaves" % (pgno, n))
                 n = per_trunk
+                complete = False
             for j in range(n):
                 leaf = struct.unpack(">I", data[8 + 4 * j:12 + 4 * j])[0]
                 if 1 <= leaf <= self.page_count and leaf not in seen:
                     seen.add(leaf)
                     leaves.append(leaf)
+                elif self.page_count < leaf <= max(self.header.header_page_count,
+                                                   self.page_count) and leaf not in seen:
+                    seen.add(leaf)
+                    beyond += 1
                 else:
-                    errors.append("trunk %d: bad leaf page %d" % (pgno, leaf))
+                    bad_leaves += 1
+                    if bad_leaves <= 3:
+                        errors.append("trunk %d: bad leaf page %d" % (pgno, leaf))
+                    complete = False
             pgno = nxt
-        if len(trunks) + len(leaves) != self.header.freelist_count:
+        if bad_leaves > 3:
+            errors.append("%d more bad leaf page numbers" % (bad_leaves - 3))
+        if len(trunks) + len(leaves) + beyond != self.header.freelist_count:
             errors.append("freelist holds %d pages, header says %d"
-                          % (len(trunks) + len(leaves), self.header.freelist_count))
-        return {"trunks": trunks, "leaves": leaves, "errors": errors}
+                          % (len(trunks) + len(leaves) + beyond, self.header.freelist_count))
+            complete = False
+        return {"trunks": trunks, "leaves": leaves, "errors": errors, "complete": complete,
+                "beyond_eof": beyond}
+
+    def trunk_like(self, pgno):
+        """The leaf page numbers a page lists if it has the shape of a freelist trunk
+        (next trunk, a count that fits, that many distinct pages of this file), else None.
+        Evidence of free pages where the header's freelist pointer cannot be trusted."""
+        try:
+            data = self.page(pgno)
+        except FormatError:
+            return None
+        nxt, n = struct.unpack(">II", data[:8])
+        if n == 0 or n > self.usable_size // 4 - 2 or nxt > self.page_count or nxt == pgno:
+            return None
+        out = list(struct.unpack(">%dI" % n, data[8:8 + 4 * n]))
+        if len(set(out)) != n or pgno in out or any(not 2 <= x <= self.page_count for x in out):
+            return None
+        return {"next": nxt, "leaves": out}
+
+    def ptrmap_free_pages(self):
+        """Pages the pointer map (auto_vacuum stores only) records as free."""
+        if not self.header.vacuum_mode or self.page_count < 2 or not _ptrmap_shaped(self.page(2)):
+            return set()
+        free = set()
+        step = self.usable_size // 5 + 1
+        p = 2
+        while p <= self.page_count:
+            data = self.page(p)
+            for j in range(self.usable_size // 5):
+                if data[5 * j] == 2 and p + 1 + j <= self.page_count:
+                    free.add(p + 1 + j)
+            p += step
+        return free
 
     # ------------------------------------------------------------ b-tree walk
 
@@ -453,7 +646,7 @@ class SQLiteFile(object):
             pgno, parent, lo, hi, depth = stack.pop()
             if pgno in claimed:
                 w.double_refs.append({"page": pgno, "parent": parent,
-                                      "first_owner": claimed[pgno]})
+                                      "first_owner": claimed[pgno], "key_lo": lo, "key_hi": hi})
                 continue
             if depth > 64:
                 w.bad_pages[pgno] = {"reason": "tree deeper than 64", "parent": parent,
@@ -472,6 +665,13 @@ class SQLiteFile(object):
                     page.type_name, "table" if w.is_table else "index"),
                     "parent": parent, "key_lo": lo, "key_hi": hi}
                 continue
+            if page.type == TABLE_LEAF and page.ncells and (lo is not None or hi is not None):
+                why = self._keys_outside(page, lo, hi)
+                if why:
+                    # a leaf of another table, or a stale one: the parent's range is a hole
+                    w.bad_pages[pgno] = {"reason": why, "parent": parent, "key_lo": lo,
+                                         "key_hi": hi, "foreign_leaf": True}
+                    continue
             claimed[pgno] = owner if owner is not None else root
             w.pages[pgno] = page.type
             if page.is_leaf:
@@ -521,6 +721,19 @@ class SQLiteFile(object):
                 stack.append((child, pgno, clo, chi, depth + 1))
         return w
 
+    def _keys_outside(self, page, lo, hi):
+        """Why a table leaf's keys do not lie in (lo, hi], the range its parent gives it
+        (keys are sorted on a page: the first and last cell tell), or None."""
+        try:
+            first = self.read_cell(page, 0, follow_overflow=False).rowid
+            last = self.read_cell(page, page.ncells - 1, follow_overflow=False).rowid
+        except FormatError as e:
+            return str(e)
+        if (lo is not None and first <= lo) or (hi is not None and last > hi):
+            return "page %d: keys %d..%d outside the range (%s, %s] its parent gives" % (
+                page.pgno, first, last, lo, hi)
+        return None
+
     def _overflow_page_list(self, cell):
         if not cell.overflow_pages:
             return []
@@ -544,7 +757,12 @@ class SQLiteFile(object):
             try:
                 c = self.read_cell(page, i)
             except FormatError as e:
-                c = Cell(pgno, i)
+                try:
+                    # its key and the bytes on the page, where only the chain is broken
+                    c = self.read_cell(page, i, follow_overflow=False)
+                    c.payload = None
+                except FormatError:
+                    c = Cell(pgno, i)
                 c.error = str(e)
                 yield c, None
                 continue
@@ -671,8 +889,10 @@ def read_wal(path, page_size=None):
     """Committed frames of a WAL file, as SQLite would replay them.
 
     Returns dict(pages={pgno: bytes} as of the last valid commit, db_pages,
-    frames_total, frames_valid, frames_committed, torn). A torn tail (bad salt or
-    checksum, or frames after the last commit) is ignored, never applied.
+    frames_total, frames_valid, frames_committed, stale_frames, uncommitted_frames,
+    partial_frame_bytes, torn). Frames of an earlier generation after the valid ones (other
+    salts) are stale, not torn; a torn tail (a frame of this generation failing its checksum,
+    frames after the last commit, a partial frame) is ignored, never applied.
     """
     with open(path, "rb") as fh:
         data = fh.read()
@@ -703,14 +923,20 @@ def read_wal(path, page_size=None):
     res["frames_total"] = nframes
     pending = {}
     off = 32
+    broke = None
     for _ in range(nframes):
         fh_ = data[off:off + 24]
         pgno, commit, fs1, fs2, fc1, fc2 = struct.unpack(">6I", fh_)
-        if (fs1, fs2) != (salt1, salt2) or pgno == 0:
+        if (fs1, fs2) != (salt1, salt2):
+            broke = "salt"
+            break
+        if pgno == 0:
+            broke = "frame"
             break
         s0, s1 = _wal_checksum(fh_[:8], s0, s1, big)
         s0, s1 = _wal_checksum(data[off + 24:off + fsize], s0, s1, big)
         if (s0, s1) != (fc1, fc2):
+            broke = "checksum"
             break
         res["frames_valid"] += 1
         pending[pgno] = data[off + 24:off + fsize]
@@ -720,7 +946,20 @@ def read_wal(path, page_size=None):
             res["db_pages"] = commit
             res["frames_committed"] = res["frames_valid"]
         off += fsize
-    res["torn"] = res["frames_committed"] < nframes
+    # after the valid frames: frames of an earlier generation (other salts: what a WAL
+    # restart leaves behind, normal) are stale; frames of this generation that do not check
+    # out, valid frames with no commit after them, or a partial frame are a torn tail
+    rest = nframes - res["frames_valid"]
+    stale = 0
+    if broke == "salt":
+        for k in range(res["frames_valid"], nframes):
+            o = 32 + k * fsize
+            if struct.unpack(">II", data[o + 8:o + 16]) != (salt1, salt2):
+                stale += 1
+    res["stale_frames"] = stale
+    res["uncommitted_frames"] = res["frames_valid"] - res["frames_committed"]
+    res["partial_frame_bytes"] = (len(data) - 32) % fsize
+    res["torn"] = bool(res["uncommitted_frames"] or rest - stale or res["partial_frame_bytes"])
     return res
 
 

@@ -139,21 +139,42 @@ def realistic_db(path, sessions: int = 40, messages_per_session=(20, 90), seed: 
     return dict(meta)
 
 
-def add_wal_tail(src, dst, seed: int = 1) -> dict:
-    """Copy ``src`` (a checkpointed image) to ``dst`` with an extra conversation left in the WAL."""
+def _derive(src, dst, mode: str, snapshot: bool, **params) -> dict:
+    """Copy ``src`` to ``dst`` after hermes_gen's ``mode`` ran on a copy of it with the real
+    SessionDB (cached by src's content and the parameters). ``snapshot``: the mode copies
+    the three files out while its connection is open (a live WAL image)."""
     src = Path(src)
     digest = hashlib.sha256(src.read_bytes()).hexdigest()[:20]
 
     def make(tmp: Path):
         work = tmp / "work" / "state.db"
         copy_image(src, work)
-        wmeta = _run_gen({"mode": "wal_tail", "path": str(work), "out_dir": str(tmp / "snap"),
-                          "seed": seed}, tmp)
-        return tmp / "snap" / "state.db", wmeta
+        args = {"mode": mode, "path": str(work), **params}
+        if snapshot:
+            args["out_dir"] = str(tmp / "snap")
+        meta = _run_gen(args, tmp)
+        return (tmp / "snap" / "state.db" if snapshot else work), meta
 
-    cached, meta = _cached({"wal_tail_of": digest, "seed": seed}, make)
+    cached, meta = _cached({"derived_from": digest, "mode": mode, **params}, make)
     copy_image(cached, Path(dst))
     return dict(meta)
+
+
+def add_wal_tail(src, dst, seed: int = 1) -> dict:
+    """Copy ``src`` (a checkpointed image) to ``dst`` with an extra conversation left in the WAL."""
+    return _derive(src, dst, "wal_tail", True, seed=seed)
+
+
+def with_stale_wal(src, dst, seed: int = 1) -> dict:
+    """Copy ``src`` (a checkpointed image) to ``dst`` as a live WAL image whose committed frames
+    are followed by stale frames of an earlier generation (hermes_gen.wal_tail, stale)."""
+    return _derive(src, dst, "wal_tail", True, seed=seed, stale=True)
+
+
+def with_deleted_run(src, dst, run: int = 10) -> dict:
+    """Copy ``src`` to ``dst`` with ``run`` consecutive sessions deleted by the real SessionDB
+    (secure_delete=OFF): whole sessions and messages leaves freed, still readable."""
+    return _derive(src, dst, "delete_run", False, run=run)
 
 
 def standard_db(path) -> dict:

@@ -630,11 +630,381 @@ def deleted_on_freelist(src, out) -> Damage:
     return _base(d, src, out, gt)
 
 
+# ---------------------------------------------------------------- cases on a store whose deleted
+# sessions (not only messages) sit on freelist pages: damage the evidence of what is free
+
+def _with_deleted_run(name: str, src, out) -> Tuple[Path, Path, Dict]:
+    """The healthy store with a run of sessions deleted by the real SessionDB
+    (secure_delete=OFF), copied to ``out``; returns (truth image, out, its ground truth)."""
+    out = Path(out)
+    ref = out.parent / "truth" / "state.db"
+    build.with_deleted_run(src, ref)
+    build.copy_image(ref, out)
+    return ref, out, truth.ground_truth(ref)
+
+
+def _readable_rows(ref: Path, keep_pages: int, cut_chains: Optional[Dict[str, Set[int]]] = None
+                   ) -> Dict[str, Set[int]]:
+    """Per base table, rows a cut at ``keep_pages`` pages leaves readable: their leaf, every
+    interior page above it and every overflow page of the row inside the kept pages. Rows on
+    a kept leaf whose chain runs past the cut go into ``cut_chains``."""
+    out: Dict[str, Set[int]] = {}
+    roots = pagefile.root_pages(ref)
+    with PageFile(ref) as pf:
+        for t in truth.base_tables(ref):
+            ids: Set[int] = set()
+
+            def visit(pgno: int) -> None:
+                if pgno > keep_pages:
+                    return
+                page = pf.parse_page(pgno)
+                if not page.is_leaf:
+                    for c in pf.cells(page):
+                        visit(c.left_child)
+                    visit(page.right_child)
+                    return
+                for c in pf.cells(page):
+                    if all(x <= keep_pages for x in pf.overflow_chain(c.overflow)):
+                        ids.add(c.rowid)
+                    elif cut_chains is not None:
+                        cut_chains.setdefault(t, set()).add(c.rowid)
+
+            visit(roots[t])
+            out[t] = ids
+    return out
+
+
+def _fk_closure(ref: Path, gt: Dict, rows: Dict[str, Set[int]]):
+    """Apply salvage's documented foreign-key rules to a set of surviving rows: a row whose
+    NOT NULL reference lost its parent goes (quarantined), a nullable one is set to NULL.
+    Returns (rows kept per table, [(table, rowid, column, original)] set to NULL)."""
+    con = sqlite3.connect(f"file:{ref}?mode=ro", uri=True)
+    try:
+        fks = {t: [(r[2], r[3], r[4]) for r in con.execute(f'PRAGMA foreign_key_list("{t}")')]
+               for t in rows}
+        notnull = {t: {r[1] for r in con.execute(f'PRAGMA table_info("{t}")') if r[3]} for t in rows}
+    finally:
+        con.close()
+    rows = {t: set(ids) for t, ids in rows.items()}
+    nulled = []
+    changed = True
+    while changed:
+        changed = False
+        for t, refs in fks.items():
+            cols = gt["tables"][t]["columns"]
+            for parent, col, pcol in refs:
+                pcols = gt["tables"][parent]["columns"]
+                have = {gt["tables"][parent]["rows"][r][pcols.index(pcol or "id")] for r in rows[parent]}
+                for rid in sorted(rows[t]):
+                    v = gt["tables"][t]["rows"][rid][cols.index(col)]
+                    if v is None or v in have:
+                        continue
+                    if col in notnull[t]:
+                        rows[t].discard(rid)
+                        changed = True
+                    elif (t, rid, col, v) not in nulled:
+                        nulled.append((t, rid, col, v))
+    return rows, nulled
+
+
+def freelist_trunk_pointer_damaged(src, out) -> Damage:
+    """The header's first-trunk pointer (offset 32) set to a live messages leaf page.
+
+    The freelist cannot be read (the "trunk" is a b-tree page), so every former free page
+    looks orphaned; the store has deleted sessions and messages on them. Every b-tree is
+    whole: every live row comes back and no deleted one.
+    """
+    ref, out, gt = _with_deleted_run("freelist_trunk_pointer_damaged", src, out)
+    root = pagefile.root_pages(ref)["messages"]
+    with PageFile(out, writable=True) as pf:
+        _, leaves = pf.walk(root)
+        target = leaves[len(leaves) // 3]
+        pf.write_header_field(32, ">I", target)
+    d = Damage("freelist_trunk_pointer_damaged",
+               f"header freelist trunk pointer set to messages leaf page {target}",
+               "structural_corruption", truth_path=str(ref), pages=[1],
+               expect_errors_in={"(freelist)", "messages"}, deep_errors_in={"(freelist)", "messages"},
+               extra={"trunk_pointer": target})
+    d.deleted_on_freelist = deleted_on_freelist_rows(ref, gt)
+    return _base(d, ref, out, gt)
+
+
+def freelist_trunk_page_damaged(src, out) -> Damage:
+    """Random bytes over the first freelist trunk page: the pages it listed (deleted rows
+    on many of them) are no longer known to be free. Every b-tree is whole."""
+    ref, out, gt = _with_deleted_run("freelist_trunk_page_damaged", src, out)
+    rng = _rng("freelist_trunk_page_damaged")
+    with PageFile(out, writable=True) as pf:
+        trunks, _ = pf.freelist()
+        pf.write_page(trunks[0], _garbage(rng, pf.page_size))
+    d = Damage("freelist_trunk_page_damaged", f"freelist trunk page {trunks[0]} overwritten",
+               "structural_corruption", truth_path=str(ref), pages=[trunks[0]],
+               expect_errors_in={"(freelist)"}, deep_errors_in={"(freelist)"})
+    d.deleted_on_freelist = deleted_on_freelist_rows(ref, gt)
+    return _base(d, ref, out, gt)
+
+
+def truncated_copy(src, out) -> Damage:
+    """The file cut at 60 % of its bytes, off a page boundary (a copy that ran out of disk
+    or was interrupted). Rows whose leaf, interior path or overflow chain lay past the cut
+    are gone; a freelist trunk past the cut leaves the pages it listed unknown."""
+    ref, out, gt = _with_deleted_run("truncated_copy", src, out)
+    with PageFile(ref) as pf:
+        page_size = pf.page_size
+    size = out.stat().st_size
+    cut = int(size * 0.6) - 1000
+    keep = cut // page_size
+    with open(out, "r+b") as fh:
+        fh.truncate(cut)
+    cut_chains: Dict[str, Set[int]] = {}
+    on_pages = _readable_rows(ref, keep, cut_chains)
+    readable, nulled = _fk_closure(ref, gt, on_pages)
+    lost = {t: set(v["rows"]) - readable[t] for t, v in gt["tables"].items()}
+    d = Damage("truncated_copy", f"cut at byte {cut} of {size} ({keep} whole pages kept)",
+               "unreadable", truth_path=str(ref),
+               lost_rows={t: ids for t, ids in lost.items() if ids}, nulled=nulled,
+               extra={"cut": cut, "pages_kept": keep,
+                      "fk_dropped": {t: on_pages[t] - readable[t] for t in readable},
+                      "chain_cut": cut_chains})
+    d.deleted_on_freelist = deleted_on_freelist_rows(ref, gt)
+    return _base(d, ref, out, gt)
+
+
+def header_zeroed(src, out) -> Damage:
+    """The 100-byte file header zeroed (magic, page size, freelist pointer and count gone);
+    every page intact. ``schema_from`` is given; the free pages must be found again."""
+    ref, out, gt = _with_deleted_run("header_zeroed", src, out)
+    with PageFile(out, writable=True) as pf:
+        page_size = pf.page_size
+        data = bytearray(pf.read_page(1))
+        data[:100] = bytes(100)
+        pf.write_page(1, bytes(data))
+    sf_ = schema_only_copy(ref, out.parent / "schema-from" / "state.db")
+    d = Damage("header_zeroed", "bytes 0..99 (the file header) zeroed", "unreadable",
+               truth_path=str(ref), pages=[1], schema_from=str(sf_),
+               extra={"page_size": page_size})
+    d.deleted_on_freelist = deleted_on_freelist_rows(ref, gt)
+    return _base(d, ref, out, gt)
+
+
+def interior_points_at_foreign_leaf(src, out) -> Damage:
+    """A messages interior cell's child pointer set to a sessions leaf (a misdirected write).
+
+    SQLite's walk of messages then reads that sessions leaf as messages rows with the keys of
+    the leaf it replaced; the replaced leaf is orphaned but intact. Two versions of those keys:
+    the foreign one (from the walk) and the intact one (page scan). Every row comes back, once,
+    as it was; no sessions row becomes a message.
+    """
+    src, out, gt = _start("interior_points_at_foreign_leaf", src, out)
+    roots = pagefile.root_pages(src)
+    with PageFile(out, writable=True) as pf:
+        _, s_leaves = pf.walk(roots["sessions"])
+        foreign = s_leaves[0]
+        f_ids = {c.rowid for c in pf.cells(pf.parse_page(foreign))}
+        interior, _ = pf.walk(roots["messages"])
+        target = next(p for p in interior if p != roots["messages"]) if len(interior) > 1 else interior[0]
+        page = pf.parse_page(target)
+        cells = pf.cells(page)
+        replaced = cells[0].left_child
+        b_ids = {c.rowid for c in pf.cells(pf.parse_page(replaced))}
+        data = bytearray(page.data)
+        struct.pack_into(">I", data, cells[0].offset, foreign)
+        pf.write_page(target, bytes(data))
+    d = Damage("interior_points_at_foreign_leaf",
+               f"messages interior page {target}: cell 0 points at sessions leaf {foreign} "
+               f"instead of messages leaf {replaced}", "structural_corruption",
+               expect_errors_in={"messages"}, unreachable={"messages": b_ids}, pages=[target],
+               # integrity_check: B's rows are missing from the table, the foreign rows (as
+               # SQLite now reads them as messages) from the indexes
+               deep_errors_in={"messages"} | {n for n, k in _index_hits(src, "messages", b_ids).items() if k}
+               | {n for n, k in _index_hits(out, "messages", f_ids).items() if k},
+               extra={"foreign_leaf": foreign, "replaced_leaf": replaced, "foreign_ids": f_ids,
+                      "conflicting_keys": f_ids & b_ids})
+    return _base(d, src, out, gt)
+
+
+def schema_page_lost(src, out) -> Damage:
+    """The sqlite_schema leaf that holds the DDL of ``messages`` overwritten with random bytes,
+    and no healthy schema given: the DDL of the objects on it is gone from the file. Every
+    table page is intact; the schema Hermes 0.19.0 creates (shipped with fleetops) gives the
+    lost objects back."""
+    src, out, gt = _start("schema_page_lost", src, out)
+    rng = _rng("schema_page_lost")
+    with PageFile(out, writable=True) as pf:
+        target, names = None, []
+        for pg, page, cells in _leaf_with_cells(pf, 1):
+            here = [pagefile.decode_record(pf.full_payload(c))[1] for c in cells]
+            if "messages" in here:
+                target, names = pg, here
+        if target == 1:
+            raise RuntimeError("sqlite_schema is one page: losing it is page1_damaged")
+        pf.write_page(target, _garbage(rng, pf.page_size))
+    d = Damage("schema_page_lost", f"sqlite_schema leaf page {target} overwritten (DDL of {', '.join(names)})",
+               "unreadable", pages=[target], extra={"lost_objects": names})
+    return _base(d, src, out, gt)
+
+
+def invalid_utf8_in_rows(src, out) -> Damage:
+    """One byte of a sessions row's model (a column no index holds) set to 0xFF, and one byte of a messages row's
+    content set to 0xC3 followed by an ASCII byte: text that is not valid UTF-8, in place (the
+    record stays well-formed). SQLite stores and returns such bytes; only decoding fails. Every
+    row comes back, those two with the damaged bytes as TEXT; the session keeps its messages.
+    ``altered`` lists (table, rowid, column, bytes now stored)."""
+    src, out, gt = _start("invalid_utf8_in_rows", src, out)
+    roots = pagefile.root_pages(src)
+    altered = []
+    with PageFile(out, writable=True) as pf:
+        for table, col, bad in (("sessions", "model", b"\xff"), ("messages", "content", b"\xc3(")):
+            ci = _col_index(gt, table, col)
+            done = False
+            for pg, page, cells in _leaf_with_cells(pf, roots[table]):
+                for c in cells:
+                    if c.overflow is not None:
+                        continue
+                    hdr_len, _n, types = pagefile.record_header(c.payload)
+                    st = types[ci][0]
+                    if st < 13 or st % 2 == 0 or (st - 13) // 2 < 8:
+                        continue
+                    start = c.offset + c.size - len(c.payload)      # no overflow: all local
+                    body = start + hdr_len + sum(pagefile.serial_size(t) for t, _ in types[:ci])
+                    data = bytearray(page.data)
+                    data[body + 3:body + 3 + len(bad)] = bad
+                    pf.write_page(pg, bytes(data))
+                    text = bytes(data[body:body + (st - 13) // 2])
+                    altered.append((table, c.rowid, col, text))
+                    done = True
+                    break
+                if done:
+                    break
+    d = Damage("invalid_utf8_in_rows", "; ".join(f"{t} row {r}: {c} no longer valid UTF-8"
+                                                 for t, r, c, _ in altered),
+               "healthy", expect_errors_in=set(), extra={"altered": altered})
+    return _base(d, src, out, gt)
+
+
+def _header_case(name: str, src, out, what: str, patch, inferred: List[str],
+                 schema_from: bool = False) -> Damage:
+    ref, out, gt = _with_deleted_run(name, src, out)
+    with PageFile(out, writable=True) as pf:
+        data = bytearray(pf.read_page(1))
+        patch(data)
+        pf.write_page(1, bytes(data))
+    sf_ = schema_only_copy(ref, out.parent / "schema-from" / "state.db") if schema_from else None
+    d = Damage(name, what, "unreadable", truth_path=str(ref), pages=[1],
+               schema_from=str(sf_) if sf_ else None, extra={"inferred": inferred})
+    d.deleted_on_freelist = deleted_on_freelist_rows(ref, gt)
+    return _base(d, ref, out, gt)
+
+
+def header_magic_damaged(src, out) -> Damage:
+    """Only the 16-byte magic string overwritten: SQLite refuses the file ("file is not a
+    database"); every other header field and every page intact."""
+    def patch(b):
+        b[:16] = b"Hermes crashed!\x00"
+    return _header_case("header_magic_damaged", src, out, "magic string overwritten", patch,
+                        ["magic"])
+
+
+def header_page_size_damaged(src, out) -> Damage:
+    """The page size field (offset 16) set to 3000, not a power of two."""
+    def patch(b):
+        struct.pack_into(">H", b, 16, 3000)
+    return _header_case("header_page_size_damaged", src, out, "page size field set to 3000",
+                        patch, ["page_size"])
+
+
+def header_freelist_damaged(src, out) -> Damage:
+    """The freelist trunk pointer and count (offsets 32, 36) set past the end of the file;
+    the store has deleted sessions and messages on its free pages."""
+    def patch(b):
+        struct.pack_into(">II", b, 32, 0x7FFFFF00, 0x7FFFFFF0)
+    d = _header_case("header_freelist_damaged", src, out,
+                     "freelist trunk and count set past the end of the file", patch,
+                     ["freelist_trunk", "freelist_count"])
+    d.expect_verdict = "structural_corruption"       # the file opens; its freelist is broken
+    d.expect_errors_in = d.deep_errors_in = {"(freelist)"}
+    return d
+
+
+def header_zeroed_alone(src, out) -> Damage:
+    """The whole 100-byte header zeroed and no schema given: page size, freelist and the
+    rest inferred from the pages."""
+    def patch(b):
+        b[:100] = bytes(100)
+    return _header_case("header_zeroed_alone", src, out, "bytes 0..99 zeroed, no schema_from",
+                        patch, ["magic", "page_size", "file_format_versions", "payload_fractions",
+                                "freelist_trunk", "freelist_count", "schema_format",
+                                "text_encoding"])
+
+
+def overflow_chains_damaged(src, out) -> Damage:
+    """Three messages rows with overflow chains of two or more pages: row A's last overflow
+    page zeroed (its text now ends in NULs: it still decodes), row B's last overflow page made
+    to point on to another page (the chain is longer than the payload: its bytes are intact),
+    row C's chain cut after its first page (it cannot be read: lost). ``extra``: the rowids;
+    A's and B's rows must come back flagged as suspect, never as a complete salvage."""
+    src, out, gt = _start("overflow_chains_damaged", src, out)
+    root = pagefile.root_pages(src)["messages"]
+    picked = []
+    with PageFile(out, writable=True) as pf:
+        for pg, page, cells in _leaf_with_cells(pf, root):
+            for c in cells:
+                if c.overflow is not None and len(pf.overflow_chain(c.overflow)) >= 2:
+                    picked.append((c.rowid, pf.overflow_chain(c.overflow)))
+        a, b, cc = picked[len(picked) // 4], picked[len(picked) // 2], picked[3 * len(picked) // 4]
+        pf.write_page(a[1][-1], bytes(pf.page_size))
+        last = bytearray(pf.read_page(b[1][-1]))
+        struct.pack_into(">I", last, 0, cc[1][-1])
+        pf.write_page(b[1][-1], bytes(last))
+        first = bytearray(pf.read_page(cc[1][0]))
+        struct.pack_into(">I", first, 0, 0)
+        pf.write_page(cc[1][0], bytes(first))
+    con = sqlite3.connect(f"file:{out}?mode=ro", uri=True)
+    con.text_factory = bytes
+    row = con.execute("SELECT * FROM messages NOT INDEXED WHERE rowid = ?", (a[0],)).fetchone()
+    con.close()
+    cols = gt["tables"]["messages"]["columns"]
+    was = gt["tables"]["messages"]["rows"][a[0]]
+    # every column the zeroed page reached (text read back as bytes)
+    changed = [(c, v) for c, v, w in zip(cols, row, (a[0],) + tuple(was[1:]))
+               if (v.decode("utf-8", "replace") if isinstance(v, bytes) else v) != w]
+    d = Damage("overflow_chains_damaged",
+               f"messages {a[0]}: last overflow page {a[1][-1]} zeroed; {b[0]}: chain points on "
+               f"past its end; {cc[0]}: chain cut after page {cc[1][0]}", "structural_corruption",
+               expect_errors_in={"messages"}, deep_errors_in={"messages"},
+               lost_rows={"messages": {cc[0]}},
+               pages=[a[1][-1], b[1][-1], cc[1][0]],
+               extra={"zeroed_tail": a[0], "chain_too_long": b[0], "chain_cut": cc[0],
+                      "altered": [("messages", a[0], c, v) for c, v in changed]})
+    return _base(d, src, out, gt)
+
+
+def wal_stale_frames(src, out) -> Damage:
+    """No damage: a live WAL image (real SessionDB) whose committed frames are followed by
+    stale frames of an earlier WAL generation, as every WAL restart leaves them. SQLite reads
+    the valid frames and ignores the stale ones; so must a salvage, without calling it torn.
+    Ground truth: SQLite's own reading of the image."""
+    src, out = Path(src), Path(out)
+    meta = build.with_stale_wal(src, out)
+    gt = truth.ground_truth(out)
+    d = Damage("wal_stale_frames", "live WAL: committed frames, then stale frames of an earlier generation",
+               "healthy", path=str(out), truth_path=str(out), extra={"wal_meta": meta})
+    main_only = truth.ground_truth(out, ignore_wal=True)
+    d.extra["wal_only_rows"] = {t: set(v["rows"]) - set(main_only["tables"].get(t, {"rows": {}})["rows"])
+                                for t, v in gt["tables"].items()}
+    d.expected_rows = truth.rowids(gt)
+    d.deleted_on_freelist = {}
+    return d
+
+
 ALL_CASES: Dict[str, Callable[..., Damage]] = {f.__name__: f for f in (
     healthy, fts_pages_overwritten, session_duplicated_behind_title_index, unique_index_emptied,
     not_null_nulled, interior_page_zeroed, page1_damaged, schema_page_damaged, zero_length,
     not_sqlite, missing, garbage_huge_rowid, garbage_leaf_pages, page_referenced_twice,
-    torn_wal, deleted_on_freelist)}
+    torn_wal, deleted_on_freelist, freelist_trunk_pointer_damaged, freelist_trunk_page_damaged,
+    truncated_copy, header_zeroed, interior_points_at_foreign_leaf, schema_page_lost,
+    invalid_utf8_in_rows, header_magic_damaged, header_page_size_damaged, header_freelist_damaged,
+    header_zeroed_alone, overflow_chains_damaged, wal_stale_frames)}
 
 
 def make(name: str, src, out) -> Damage:

@@ -264,17 +264,25 @@ def wal_tail(p: dict) -> dict:
     """Append one more conversation to an existing db with checkpoints disabled, then copy
     state.db, -wal and -shm to p["out_dir"] while the connection is still open, so the copy
     holds committed frames only in its WAL. The last transaction is a single append_message.
+    With p["stale"]: the conversation is checkpointed (PASSIVE: its frames stay in the file)
+    before that last message, which restarts the WAL from its start with new salts, so the
+    committed frames are followed by stale frames of the earlier generation.
     """
     import hermes_state
+    stale = bool(p.get("stale"))
     src = Path(p["path"])
-    rng = random.Random(p["seed"] * 7919 + 17)
+    rng = random.Random(p["seed"] * 7919 + (18 if stale else 17))
     text = Text(rng)
     start = sqlite3.connect(str(src)).execute("SELECT max(started_at) FROM sessions").fetchone()[0] or 1.78e9
     clock = FakeClock(float(start) + 86400.0)
     hermes_state.SessionDB._try_wal_checkpoint = lambda self: None
     db = open_db(src, clock)
     db._conn.execute("PRAGMA wal_autocheckpoint=0")
-    sid, ids = add_session(db, rng, text, clock, p.get("wal_messages", 24), 100000, True, True, None, set())
+    sid, ids = add_session(db, rng, text, clock, p.get("wal_messages", 30 if stale else 24),
+                           100000 + stale, True, True, None, set())
+    meta = {}
+    if stale:
+        meta["checkpoint"] = list(db._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone())
     clock.advance(30)
     last_id = db.append_message(sid, "user", content="last words before the crash: " + text.sentence(),
                                 timestamp=clock.now)
@@ -283,13 +291,51 @@ def wal_tail(p: dict) -> dict:
     for suffix in ("", "-wal", "-shm"):
         shutil.copyfile(str(src) + suffix, out_dir / (src.name + suffix))
     db.close()
-    return {"wal_session": sid, "wal_message_ids": ids + [last_id], "last_txn_message_id": last_id}
+    meta.update({"wal_session": sid, "wal_message_ids": ids + [last_id], "last_txn_message_id": last_id})
+    return meta
+
+
+def delete_run(p: dict) -> dict:
+    """Delete a run of consecutive sessions (by rowid, from the middle) from an existing db
+    with the real SessionDB and secure_delete=OFF, so whole sessions leaves are freed with
+    their rows still readable on them: deleted sessions on freelist pages, not only messages.
+    Set explicitly: Debian's libsqlite3 defaults it on and would zero them.
+    """
+    src = Path(p["path"])
+    clock = FakeClock(1_790_000_000.0)
+    db = open_db(src, clock)
+    db._conn.execute("PRAGMA secure_delete=OFF")
+    ids = [r[0] for r in db._conn.execute("SELECT id FROM sessions ORDER BY rowid")]
+    run = p.get("run", 10)
+    start = max(0, len(ids) // 2 - run // 2)
+    victims = ids[start:start + run]
+    msgs = []
+    for sid in victims:
+        msgs.extend(r[0] for r in db._conn.execute("SELECT id FROM messages WHERE session_id = ?", (sid,)))
+        db.delete_session(sid)
+    db.close()
+    return {"run_deleted_sessions": victims, "run_deleted_message_ids": sorted(msgs)}
+
+
+def schema(p: dict) -> dict:
+    """The sqlite_schema rows the real SessionDB writes into a new state.db (in creation
+    order), and its schema_version: what fleetops ships as a version's fallback DDL."""
+    path = Path(p["path"])
+    db = open_db(path, FakeClock(1_780_000_000.0))
+    db.close()
+    con = sqlite3.connect(str(path))
+    rows = [list(r) for r in con.execute(
+        "SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY rowid")]
+    version = con.execute("SELECT version FROM schema_version").fetchone()[0]
+    con.close()
+    return {"objects": rows, "schema_version": version}
 
 
 def main() -> None:
     p = json.loads(sys.argv[1])
     import hermes_state  # noqa: F401  (fail early and clearly if the venv is wrong)
-    meta = build(p) if p["mode"] == "build" else wal_tail(p)
+    meta = {"build": build, "wal_tail": wal_tail, "delete_run": delete_run,
+            "schema": schema}[p["mode"]](p)
     meta["sqlite_version"] = sqlite3.sqlite_version
     try:
         from importlib.metadata import version

@@ -22,7 +22,12 @@ from . import build, damage, pagefile, truth
 REQUIRED = {"fts_pages_overwritten", "session_duplicated_behind_title_index", "unique_index_emptied",
             "not_null_nulled", "interior_page_zeroed", "page1_damaged", "schema_page_damaged",
             "zero_length", "not_sqlite", "missing", "garbage_huge_rowid", "garbage_leaf_pages",
-            "page_referenced_twice", "torn_wal", "deleted_on_freelist", "healthy"}
+            "page_referenced_twice", "torn_wal", "deleted_on_freelist", "healthy",
+            "freelist_trunk_pointer_damaged", "freelist_trunk_page_damaged", "truncated_copy",
+            "header_zeroed", "interior_points_at_foreign_leaf", "schema_page_lost",
+            "invalid_utf8_in_rows", "header_magic_damaged", "header_page_size_damaged",
+            "header_freelist_damaged", "header_zeroed_alone", "overflow_chains_damaged",
+            "wal_stale_frames"}
 
 
 # ---------------------------------------------------------------- oracles

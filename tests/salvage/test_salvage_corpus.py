@@ -7,17 +7,24 @@ import stat
 
 import pytest
 
+from fleetops.remote import sqlite_format as sf
 from tests.corpus import truth
 
 CASES_WITH_ROWS = ["healthy", "fts_pages_overwritten", "session_duplicated_behind_title_index",
                    "unique_index_emptied", "not_null_nulled", "interior_page_zeroed",
                    "page1_damaged", "schema_page_damaged", "garbage_huge_rowid",
                    "garbage_leaf_pages", "page_referenced_twice", "torn_wal",
-                   "deleted_on_freelist"]
+                   "deleted_on_freelist", "freelist_trunk_pointer_damaged",
+                   "freelist_trunk_page_damaged", "truncated_copy", "header_zeroed",
+                   "interior_points_at_foreign_leaf", "schema_page_lost",
+                   "invalid_utf8_in_rows", "header_magic_damaged", "header_page_size_damaged",
+                   "header_freelist_damaged", "header_zeroed_alone", "overflow_chains_damaged",
+                   "wal_stale_frames"]
 
 
 def out_rows(path, table):
     c = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
+    c.text_factory = sf.text_or_invalid      # text that is not valid UTF-8: its bytes
     try:
         return dict((r[0], tuple(r[1:])) for r in c.execute(
             'SELECT rowid, * FROM "%s" NOT INDEXED' % table))
@@ -33,6 +40,9 @@ def test_rows_exact(salvaged, name):
     d = r.d
     gt = truth.ground_truth(d.truth_path)
     nulled = dict(((t, rid), col) for t, rid, col, _ in d.nulled)
+    altered = {}
+    for t, rid, col, v in d.extra.get("altered", []):
+        altered.setdefault((t, rid), []).append((col, v))
     for table, expected in d.expected_rows.items():
         got = out_rows(r.out, table)
         assert set(got) == expected, (table, sorted(set(got) ^ expected)[:10])
@@ -47,6 +57,10 @@ def test_rows_exact(salvaged, name):
             if (table, rid) in nulled:
                 i = cols.index(nulled[(table, rid)])
                 want[i] = vals[i]        # repaired value, checked in its own test
+            if (table, rid) in altered:         # damaged bytes, kept as stored
+                for col, stored in altered[(table, rid)]:
+                    want[cols.index(col)] = (sf.text_or_invalid(stored) if isinstance(stored, bytes)
+                                             else stored)
             assert list(vals) == want, (table, rid)
         rep = r.rep["tables"][table]
         assert rep["saved"] == len(expected)
@@ -198,6 +212,22 @@ def test_torn_wal_applies_committed_frames_only(salvaged):
     for t, ids in r.d.extra["wal_only_rows"].items():
         assert ids <= set(out_rows(r.out, t))      # committed WAL frames are in
     assert "-wal" in r.before and r.before == r.after
+
+
+def test_stale_wal_frames_are_not_a_torn_tail(salvaged):
+    r = salvaged("wal_stale_frames")
+    wa = r.rep["image"]["wal_applied"]
+    assert wa["stale_frames"] > 0 and wa["torn"] is False and wa["uncommitted_frames"] == 0
+    assert wa["frames_valid"] == wa["frames_committed"] > 0
+    assert not any("torn" in n for n in r.rep["notes"])
+    assert any("stale frames of an earlier generation" in n for n in r.rep["notes"])
+    assert r.d.extra["wal_only_rows"]["messages"]
+    for t, ids in r.d.extra["wal_only_rows"].items():
+        assert ids <= set(out_rows(r.out, t))
+    assert r.rep["verdict"] == "complete"
+    # the torn case stays torn, and its stale count is its own
+    t = salvaged("torn_wal").rep["image"]["wal_applied"]
+    assert t["torn"] is True
 
 
 def test_deleted_rows_stay_deleted_unless_quarantined(salvaged):
