@@ -231,7 +231,7 @@ def test_controller_killed_mid_swap_then_rerun_finishes(lab, seeder, std_src, tm
     journal = Path(h["hermes"]) / "fleetops" / "state" / "swap-journal.json"
     results = tmp_path / "runs"
     ctl = run_cli(lab, results, "-l", name, hermes_bin=seeder.hermes, popen=True,
-                  env={"FLEETOPS_TEST_SWAP_FAIL_AFTER_STEP": "1"})
+                  cut_swap_after=1)
     try:
         end = time.monotonic() + 600
         while True:
