@@ -121,14 +121,33 @@ def derived_values(templar, value, variables: dict, known: set) -> set:
     own, and its text is a secret too (`{{ db_password | b64encode }}` shows no db_password)."""
     found: set = set()
     for text in _template_strings(value):
+        mine: set = set()
         for expr in _expressions(templar, text):
             if not _names_secret(expr[1], variables, known):
                 continue
             try:
-                scalar_texts(templar.render("{{" + expr[0] + "}}", variables), found)
+                scalar_texts(templar.render("{{" + expr[0] + "}}", variables), mine)
             except Exception:  # noqa: BLE001 - the task's own render reports the error
                 continue
+        if mine:
+            found |= mine | _glued(templar, text, variables, mine)
     return found
+
+
+def _glued(templar, text: str, variables: dict, values: set) -> set:
+    """Words of the rendered `text` that hold a secret value glued to other text
+    (`pw={{ pw }}x`): the value does not stand apart there, so the whole word is the secret."""
+    try:
+        rendered = templar.render(text, variables)
+    except Exception:  # noqa: BLE001
+        return set()
+    if not isinstance(rendered, str):
+        return set()
+    out = set()
+    for word in re.findall(r"\S+", rendered):
+        if word not in values and any(v in word for v in values) and scrub(word, values) == word:
+            out.add(word)
+    return out
 
 
 def _template_strings(value):

@@ -115,3 +115,12 @@ def test_clean_keeps_names_and_host_keyed_stats():
     # hosts named like secrets are still hosts: their counters are not masked away
     stats = {"keyhost-01": {"ok": 1}, "password-vault": {"ok": 2}, "key": {"ok": 3}}
     assert clean_per_host(stats, {"x"}) == stats
+
+
+def test_a_secret_glued_into_a_word_masks_the_word():
+    from fleetops.engine.secrets import derived_values
+    from fleetops.engine.templating import Templar
+
+    found = derived_values(Templar(), "echo id{{ db_password }} x={{ db_password }}", {"db_password": "hunter2"}, set())
+    assert found == {"hunter2", "idhunter2"}
+    assert scrub("idhunter2 x=hunter2", found) == "******** x=********"
