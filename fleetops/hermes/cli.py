@@ -46,7 +46,7 @@ def audit(args) -> int:
                   "fleetops_write_probe": bool(getattr(args, "write_probe", False))}
     loaded = runner.load(bundled.path("audit"), args.inventory, extra_vars, limit=args.limit, note_secrets=_SECRETS.update)
     results_dir, results_db = results_target(getattr(args, "results", None))
-    options = RunOptions(limit=args.limit, extra_vars=extra_vars, check=False,
+    options = RunOptions(limit=args.limit, extra_vars=extra_vars, check=False, forks=args.forks,
                          accept_new_host_keys=bool(getattr(args, "accept_new_host_keys", False)),
                          results_dir=results_dir, results_db=results_db,
                          known_hosts=getattr(args, "known_hosts", None))

@@ -37,3 +37,23 @@ def test_audit_of_an_unreachable_host_only_exits_3(tmp_path):
                        cwd=str(tmp_path))
     assert p.returncode == 3, p.stdout[-2000:] + p.stderr[-2000:]
     assert '"verdict": "unreachable"' in p.stdout
+
+
+def test_audit_takes_forks_like_run(tmp_path, monkeypatch):
+    """Every command that runs a play takes --forks, and audit's reaches the executor."""
+    from fleetops import cli, runner
+
+    seen = {}
+
+    def execute(loaded, options, **kw):
+        seen["forks"] = options.forks
+        raise SystemExit(0)
+    monkeypatch.setattr(runner, "execute", execute)
+    monkeypatch.setattr(runner, "load", lambda *a, **k: None)
+    inv = tmp_path / "inv.ini"
+    inv.write_text("h1 ansible_host=127.0.0.1 ansible_port=1\n")
+    with pytest.raises(SystemExit):
+        cli.main(["audit", "-i", str(inv), "--forks", "7"])
+    assert seen == {"forks": 7}
+    for command in ("run", "audit"):
+        assert "--forks" in cli.build_parser()._subparsers._group_actions[0].choices[command].format_help()
