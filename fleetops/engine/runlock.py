@@ -15,7 +15,7 @@ A second run finds the lock busy and refuses that host ("host busy", a failed
 host, nothing run there) naming the holder: run id, controller, pid, since when.
 Two inventory names for the same account in one run share the lock (same run id).
 Cost: one extra command round trip per host per run, with only sh, flock(1) and
-cat on the host (no python start-up; about 7 ms of host CPU with sshd's share). On a host
+cat on the host (no python start-up). On a host
 without flock(1) the host's python3 takes the same flock(2) lock and holds it the same way
 (the two interlock). A host where neither can lock the home directory (no flock(1) and no
 python3, or a home that cannot be flock'ed, as on some NFS mounts) is refused with that reason:
