@@ -81,12 +81,41 @@ def children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def end_ssh_masters(control_dir: str) -> float:
+    """CPU seconds of the ssh ControlPersist masters a run left behind under `control_dir`
+    (they detach, so getrusage never sees them: their share is the controller's), then end
+    them (by PID: they are this bench's own)."""
+    import signal
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            # a master retitles itself "ssh: CONTROL_PATH [mux]"
+            if not argv or not (argv[0].startswith(b"ssh") or os.path.basename(argv[0]) == b"ssh") or \
+                    control_dir.encode() not in b" ".join(argv):
+                continue
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            os.kill(int(pid), signal.SIGTERM)
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
 def measured(cmd: list, env: dict | None = None, cwd: str | None = None) -> dict:
-    """Run a command: wall seconds, controller CPU (the tool's own process tree), machine CPU
-    (everything: the tool, the lab's sshd and the host-side processes), rc, stdout, stderr."""
+    """Run a command: wall seconds, controller CPU (the tool's own process tree, with any ssh
+    masters it left running), machine CPU (everything: the tool, the lab's sshd and the
+    host-side processes), rc, stdout, stderr."""
     c0, m0 = children_cpu(), machine_cpu()
     t, rc, out, err = timed(cmd, env=env, cwd=cwd)
-    ctl, mach = children_cpu() - c0, machine_cpu() - m0
+    ctl = children_cpu() - c0
+    control_dir = (env or {}).get("ANSIBLE_SSH_CONTROL_PATH_DIR")
+    if control_dir:
+        ctl += end_ssh_masters(control_dir)
+    mach = machine_cpu() - m0
     return {"wall": t, "controller_cpu": ctl, "machine_cpu": mach, "host_cpu": max(0.0, mach - ctl),
             "rc": rc, "out": out, "err": err}
 
