@@ -239,7 +239,7 @@ def test_controller_killed_mid_swap_then_rerun_finishes(lab, seeder, std_src, tm
             if j.get("status") == "pending":
                 break
             assert ctl.poll() is None, "the controller ended before the swap was interrupted: " + \
-                ctl.stderr.read().decode()[-2000:]
+                ctl.stderr.read().decode()[-2000:] + ctl.stdout.read().decode()[-3000:]
             assert time.monotonic() < end, "no interrupted swap within 600 s"
             time.sleep(0.02)
         os.kill(ctl.pid, signal.SIGKILL)
