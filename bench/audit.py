@@ -5,8 +5,11 @@ state.db, beside the same checks run through ansible-core's `script` module.
 The ansible probe is the very same audit payload (fleetops/remote/hermes_audit.py and
 what it imports), embedded in one self-contained Python script, so both tools run
 identical checks on identical files; only the transport and orchestration differ.
-Same hosts, same known_hosts (strict), same parallelism, interleaved repeats.
-Prints medians and the ratio; never asserts a time.
+Same hosts, same known_hosts (strict), the same parallelism for both (--forks, default one
+per host; `fleetops audit --forks`), ansible-core with pipelining on (the `script` module
+copies its file either way), repeats interleaved in a rotating order. Prints the versions
+compared, medians and the ratio, and the audit payload's own timings per host (the holder
+scan's among them); never asserts a time.
 
 It also measures the floor: the same probe run directly on every host (as its user, no
 SSH, as many at once as this machine has cores). On a lab the simulated hosts share the
@@ -14,7 +17,7 @@ controller's cores, so no orchestrator can finish faster than that floor; the be
 prints each tool's wall clock and machine CPU beside it, so the ratio can be read for
 what it is.
 
-    python3 bench/audit.py [--hosts 50] [--repeats 3] [--keep-lab]
+    python3 bench/audit.py [--hosts 50] [--forks N] [--repeats 3] [--keep-lab]
 """
 from __future__ import annotations
 
@@ -30,7 +33,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import ROOT, ansible_env, ensure_bench_venv, fleetops_env, lab as make_lab, median, timed  # noqa: E402
+from _common import (ROOT, ansible_env, ensure_bench_venv, fleetops_env, lab as make_lab, machine_cpu,  # noqa: E402
+                     measured, median, print_versions, rotated)
 from fleet_overhead import write_alternative_inventories  # noqa: E402
 
 sys.path.insert(0, ROOT)
@@ -61,21 +65,6 @@ def seed(lab, db: str) -> None:
         os.chmod(dest, 0o600)
 
 
-def machine_cpu() -> float:
-    """CPU seconds this machine has spent busy so far (all cores, /proc/stat)."""
-    with open("/proc/stat") as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
-def cpu_timed(cmd, env=None, cwd=None):
-    """timed(), plus the machine CPU seconds the run took (controller and hosts together)."""
-    c0 = machine_cpu()
-    t, rc, out, err = timed(cmd, env=env, cwd=cwd)
-    return t, machine_cpu() - c0, rc, out, err
-
-
 def host_floor(lab, probe: str) -> tuple:
     """(wall, machine CPU) of the probe run straight on every host as its user, no SSH, with
     this machine's cores busy: the least time any orchestrator can take on this lab."""
@@ -101,12 +90,14 @@ def host_floor(lab, probe: str) -> tuple:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hosts", type=int, default=50)
+    ap.add_argument("--forks", type=int, default=None, help="parallelism of both tools (default: --hosts)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--keep-lab", action="store_true")
     ap.add_argument("--lab-dir", default="/var/tmp/fleetops-bench-lab")
     opts = ap.parse_args()
 
     venv = ensure_bench_venv()
+    print_versions(venv)
     from tests.corpus.build import standard_db
 
     work = tempfile.mkdtemp(prefix="fleetops-bench-audit-")
@@ -121,52 +112,72 @@ def main() -> int:
     standalone_probe(probe)
     os.chmod(work, 0o755)
     os.chmod(probe, 0o644)
-    forks = str(opts.hosts)
-    fo_cmd = [sys.executable, "-m", "fleetops", "audit", "-i", lab.inventory_path, "--json",
+    forks = str(opts.forks or opts.hosts)
+    fo_cmd = [sys.executable, "-m", "fleetops", "audit", "-i", lab.inventory_path, "--json", "--forks", forks,
               "--results", os.path.join(work, "runs")]
     an_cmd = [os.path.join(venv, "bin", "ansible"), "all", "-i", ini, "-m", "script",
               "-a", f"{probe} executable=python3", "-f", forks, "-o"]
     fo_env = fleetops_env()
     times = {"fleetops": [], "ansible-core": [], "floor": []}
     cpu = {k: [] for k in times}
+    ctl = {k: [] for k in times}
+    holders_seconds = []
+
+    def run_fleetops():
+        r = measured(fo_cmd, env=fo_env, cwd=work)
+        if r["rc"] != 0:
+            print(f"fleetops audit rc {r['rc']}: {r['err'][-400:]}")
+            return None
+        for res in json.loads(r["out"])["hosts"].values():
+            audit_seconds.append(res.get("payload_seconds", 0))
+            for d in res.get("databases") or ():
+                t = d.get("holders_seconds")
+                if t is not None:
+                    holders_seconds.append(t)
+        return r
+
+    def run_ansible():
+        r = measured(an_cmd, env=ansible_env(lab, work), cwd=work)
+        if r["rc"] != 0:
+            print(f"ansible rc {r['rc']}: {(r['out'] + r['err'])[-400:]}")
+            return None
+        healthy = r["out"].count('\\"verdict\\": \\"healthy\\"') + r["out"].count('"verdict": "healthy"')
+        if healthy < opts.hosts:
+            print("note: ansible output did not show every host healthy")
+        return r
+
+    def run_floor():
+        t, c = host_floor(lab, probe)
+        return {"wall": t, "machine_cpu": c, "controller_cpu": 0.0}
+
+    runners = {"floor": run_floor, "fleetops": run_fleetops, "ansible-core": run_ansible}
     try:
         for rep in range(opts.repeats):
-            t, c = host_floor(lab, probe)
-            times["floor"].append(t)
-            cpu["floor"].append(c)
-            t, c, rc, out, err = cpu_timed(fo_cmd, env=fo_env, cwd=work)
-            healthy = rc == 0
-            if healthy:
-                audit_seconds += [r.get("payload_seconds", 0) for r in json.loads(out)["hosts"].values()]
-            if healthy:
-                times["fleetops"].append(t)
-                cpu["fleetops"].append(c)
-            else:
-                print(f"fleetops audit rc {rc}: {err[-400:]}")
-            env = ansible_env(lab, work)
-            t, c, rc, out, err = cpu_timed(an_cmd, env=env, cwd=work)
-            ok = rc == 0 and out.count('\\"verdict\\": \\"healthy\\"') + out.count('"verdict": "healthy"') >= opts.hosts
-            if rc == 0:
-                times["ansible-core"].append(t)
-                cpu["ansible-core"].append(c)
-            else:
-                print(f"ansible rc {rc}: {(out + err)[-400:]}")
-            if rc == 0 and not ok:
-                print("note: ansible output did not show every host healthy")
-            print(f"repeat {rep + 1}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items() if v))
+            order = rotated(list(runners), rep)
+            for name in order:
+                r = runners[name]()
+                if r is not None:
+                    times[name].append(r["wall"])
+                    cpu[name].append(r["machine_cpu"])
+                    ctl[name].append(r["controller_cpu"])
+            print(f"repeat {rep + 1} ({' → '.join(order)}): "
+                  + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items() if v))
     finally:
         if not opts.keep_lab:
             lab.down()
         shutil.rmtree(work, ignore_errors=True)
     med = {k: median(v) for k, v in times.items()}
     print(f"\naudit of {opts.hosts} hosts, each a healthy {size / 1e6:.0f} MB state.db "
-          f"(forks {forks}, {opts.repeats} repeats, median wall clock):")
+          f"(forks {forks} for both tools, {opts.repeats} repeats in rotating order, ansible-core with "
+          f"pipelining, median wall clock):")
     if audit_seconds:
         print(f"  host-side audit payload per host: median {median(audit_seconds):.2f}s "
-              f"(sum {sum(audit_seconds) / len(times['fleetops']):.1f}s per run, all on this machine's cores)")
+              f"(sum {sum(audit_seconds) / max(1, len(times['fleetops'])):.1f}s per run, all on this machine's cores)")
+    if holders_seconds:
+        print(f"  holder scan (in that payload) per database: median {1000 * median(holders_seconds):.1f} ms")
     names = {"floor": "floor (probe run directly on each host, no SSH, no orchestrator)"}
     for k, v in med.items():
-        print(f"  {k:13s} {v:7.2f}s   machine CPU {median(cpu[k]):6.1f}s   "
+        print(f"  {k:13s} {v:7.2f}s   machine CPU {median(cpu[k]):6.1f}s   controller CPU {median(ctl[k]):5.1f}s   "
               f"runs: {', '.join(f'{x:.2f}' for x in times[k])}   {names.get(k, '')}")
     print(f"  ansible-core / fleetops = {med['ansible-core'] / med['fleetops']:.1f}x")
     print(f"  above the floor: fleetops {med['fleetops'] - med['floor']:.2f}s, "

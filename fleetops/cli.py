@@ -25,6 +25,7 @@ from fleetops.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, BadInput, Fleetops
 EXIT_UNEXPECTED = 1
 RESULTS_HELP = ("central results: a directory holding runs.db (default ./fleetops-runs), or a postgresql:// URL; "
                 "else $FLEETOPS_RESULTS")
+DEFAULT_FORKS = 20          # RunOptions.forks; kept here so --help needs no engine import
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # Secret values known to the current command, so even an error line cannot leak one.
@@ -384,7 +385,8 @@ def _hermes(name):
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="fleetops", description="Run YAML playbooks over SSH across a fleet of Hermes hosts.",
                 epilog="exit codes: 0 all ok; 2 a host failed; 3 a host unreachable and none failed; "
-                       "4 bad input (nothing was run); 130 interrupted")
+                       "4 bad input (nothing was run); 5 a database not healthy (audit); "
+                       "130 interrupted")
     p.add_argument("--version", action=_VersionAction, help="the version and the Python, paramiko and SQLite it runs on")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -396,7 +398,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--skip-tags", action="append", metavar="T[,T]")
     r.add_argument("-e", "--extra-vars", dest="extra_vars", action="append", metavar="k=v|@file|JSON",
                    help="extra variables (repeatable): key=value, @vars.yml, or a JSON object")
-    r.add_argument("-f", "--forks", type=_positive_int, default=20, metavar="N")
+    r.add_argument("-f", "--forks", type=_positive_int, default=DEFAULT_FORKS, metavar="N",
+                   help=f"hosts worked on at once (default {DEFAULT_FORKS})")
     r.add_argument("-C", "--check", action="store_true", help="change nothing; report what would change")
     r.add_argument("-D", "--diff", action="store_true", help="show diffs of edited files")
     r.add_argument("--json", action="store_true", help="one JSON document on stdout instead of the live view")
@@ -454,6 +457,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also prove a write lands: one row into state_meta, read back, deleted, committed; "
                         "refused on damaged files, retired WAL generations, DELETE journals under a writer "
                         "(see README)")
+    a.add_argument("-f", "--forks", type=_positive_int, default=DEFAULT_FORKS, metavar="N",
+                   help=f"hosts audited at once (default {DEFAULT_FORKS})")
     a.add_argument("--json", action="store_true")
     a.add_argument("--results", metavar="DIR|URL", help=RESULTS_HELP)
     a.add_argument("--accept-new-host-keys", action="store_true")

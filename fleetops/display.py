@@ -17,8 +17,8 @@ from rich.table import Table
 from rich.text import Text
 
 from fleetops.engine.events import EventSink
-from fleetops.engine.results import (COUNTERS, clean, clean_options, counter_increments, printable, result_status,
-                                     scrub_text)
+from fleetops.engine.results import (COUNTERS, clean, clean_options, clean_per_host, counter_increments, printable,
+                                     result_status, scrub_text)
 
 STYLES = {
     "ok": "green", "changed": "yellow", "failed": "bold red", "unreachable": "bold magenta",
@@ -124,6 +124,11 @@ class LiveDisplay(EventSink):
     def _t(self, s) -> str:
         return escape(printable(scrub_text("" if s is None else str(s), self.secret_values)))
 
+    @staticmethod
+    def _name(s) -> str:
+        """A host name is shown as it is (made printable), never scrubbed: names are not values."""
+        return escape(printable(str(s)))
+
     def _print(self, *renderables, **kw) -> None:
         """Print a line; while live, queue it: the flusher prints batches (one panel repaint each)."""
         kw.setdefault("soft_wrap", True)
@@ -164,7 +169,7 @@ class LiveDisplay(EventSink):
             table.add_column("elapsed", justify="right")
             flights = sorted(self.in_flight.items(), key=lambda kv: kv[1][1])
             for host, (task, since) in flights[:20]:
-                table.add_row(self._t(host), self._t(task), f"{now - since:5.1f}s")
+                table.add_row(self._name(host), self._t(task), f"{now - since:5.1f}s")
             if len(flights) > 20:
                 table.add_row(f"… {len(flights) - 20} more", "", "")
             counts = "  ".join(f"[{STYLES[k]}]{k}={v}[/]" for k, v in self.totals.items() if v or k == "ok")
@@ -263,7 +268,7 @@ class LiveDisplay(EventSink):
                 self.progress["counts"][status] += 1
         if self.tasks_view and status in ("ok", "changed", "skipped") and module != "debug":
             return
-        line = f"  [{STYLES[status]}]{status:<11}[/] {self._t(host)}"
+        line = f"  [{STYLES[status]}]{status:<11}[/] {self._name(host)}"
         dur = result.get("duration")
         if dur is None and started is not None and ended is not None:
             dur = ended - started
@@ -284,7 +289,7 @@ class LiveDisplay(EventSink):
         self._end_task()
         self.stop_live()
         with self._lock:
-            self.final_stats = clean(stats, self.secret_values) if stats else dict(self.stats)
+            self.final_stats = clean_per_host(stats, self.secret_values) if stats else dict(self.stats)
         self._print(Text(""))
         if self.tasks_view:
             for renderable in recap_summary(self.final_stats):
@@ -339,11 +344,11 @@ class JsonCollector(EventSink):
         with self._lock:
             play = self._play(play_index)
             play["name"] = self._c(play_name)
-            play["hosts"] = self._c(list(hosts))
+            play["hosts"] = list(hosts)
 
     def batch_start(self, play_index, batch_index, hosts):
         with self._lock:
-            self._play(play_index)["batches"].append(self._c(list(hosts)))
+            self._play(play_index)["batches"].append(list(hosts))
 
     def task_start(self, play_index, task_index, task_name, module, hosts):
         with self._lock:

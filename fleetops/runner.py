@@ -58,6 +58,7 @@ def load(playbook_path: str, inventory_path: str, extra_vars: dict, limit: str |
     line about a later step can already be scrubbed of them.
     """
     from fleetops.engine.inventory import load_inventory
+    from fleetops.engine.lint import check_playbook
     from fleetops.engine.playbook import load_playbook
     from fleetops.engine.validate import validate
     from fleetops.modules.registry import get_modules
@@ -75,6 +76,8 @@ def load(playbook_path: str, inventory_path: str, extra_vars: dict, limit: str |
     modules = get_modules()
     playbook = load_playbook(playbook_path, modules)
     validate(playbook, inventory, extra_vars, modules)
+    for line in check_playbook(playbook, modules):
+        print(f"fleetops: warning: {line}", file=sys.stderr, flush=True)
     values = secret_values(inventory, extra_vars, playbook)
     note(values)
     return Loaded(playbook, inventory, extra_vars, values)

@@ -20,10 +20,16 @@ command -v sudo >/dev/null || missing+=(sudo)                  # become tests (s
 command -v crontab >/dev/null || missing+=(cron)               # the backup units' cron path
 command -v systemd-analyze >/dev/null || missing+=(systemd)    # `systemd-analyze verify` of the units
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)   # the PostgreSQL results store tests
+{ command -v pgrep && command -v ps; } >/dev/null || missing+=(procps)   # the tests find processes with them
+{ command -v flock && command -v unshare; } >/dev/null || missing+=(util-linux)   # run lock tests
 # the mixed lab hosts (tests/mixed): arm64 root under qemu user-mode, roots built by debootstrap
 if [ "${FLEETOPS_LAB_SKIP_MIXED:-0}" = 0 ]; then
   [ -x /usr/sbin/debootstrap ] || missing+=(debootstrap)
   [ -x /usr/bin/qemu-aarch64-static ] || missing+=(qemu-user-static)
+fi
+if [ -n "${FLEETOPS_SETUP_DRY_RUN:-}" ]; then   # tests/test_setup.py: say what would be installed, do nothing
+  echo "setup: would install: ${missing[*]:-nothing}"
+  return 0 2>/dev/null || exit 0
 fi
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "setup: installing ${missing[*]}"

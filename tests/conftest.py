@@ -17,6 +17,8 @@ import pytest
 
 from fleetops.lab import Lab
 
+pytest_plugins = ["tests.skip_policy"]
+
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "lab: needs the local sshd lab (root)")
@@ -62,12 +64,12 @@ def _mounts_under(path):
 def mixed_lab():
     """A separate Lab: lab01 (native) + arm01 (aarch64, qemu) + old01 (bullseye), chrooted real sshds.
 
-    Skips (with the reason) when FLEETOPS_LAB_SKIP_MIXED=1, without root, or when a root file
-    system cannot be built (no Debian mirror, no debootstrap/qemu); any other failure is an error.
+    Skips (with the reason) when FLEETOPS_LAB_SKIP_MIXED=1 or when no Debian mirror can be
+    reached; any other failure to build a root (debootstrap, qemu, binfmt_misc) is an error.
     Hosts: `lab01`, `arm01`, `old01`; groups `lab`, `aarch64`, `oldstable`.
     Seed files with `mixed_lab.seed_file(host, "rel/path", src=...)` / `seed_state_db(host, src)`.
     """
-    from fleetops.lab.rootfs import RootfsError
+    from fleetops.lab.rootfs import MirrorUnreachable
 
     if os.environ.get("FLEETOPS_LAB_SKIP_MIXED", "") not in ("", "0"):
         pytest.skip("mixed lab hosts skipped: FLEETOPS_LAB_SKIP_MIXED is set")
@@ -80,7 +82,7 @@ def mixed_lab():
     try:
         try:
             the_lab.up(1, mixed=kinds)
-        except RootfsError as exc:
+        except MirrorUnreachable as exc:
             pytest.skip(f"mixed lab unavailable: {exc}")
         yield the_lab
     finally:

@@ -230,7 +230,8 @@ def _mod(name, **attrs):
     m = types.ModuleType(name); m.__dict__.update(attrs); sys.modules[name] = m
 
 _mod("fleetops.engine.executor", RunOptions=RunOptions, run_playbook=run_playbook)
-_mod("fleetops.engine.playbook", load_playbook=lambda path, modules: types.SimpleNamespace(plays=[]))
+_mod("fleetops.engine.playbook", load_playbook=lambda path, modules: types.SimpleNamespace(plays=[]),
+     walk_tasks=lambda tasks: iter(()))
 _mod("fleetops.engine.validate", validate=lambda *a, **k: None, load_vars_file=None)
 _mod("fleetops.modules.registry", get_modules=lambda: {})
 from fleetops.cli import main

@@ -3,7 +3,9 @@
 Every fleetops/remote module and the payload bootstrap must parse as 3.8 (checked with the
 controller's own parser, so this runs everywhere). Where an old interpreter exists on this
 machine (FLEETOPS_OLD_PYTHON, pyenv's 3.8, or python3.8 on PATH), the main payloads really run
-under it through the same bootstrap a host gets, and a 3.7 gets the "too old" message.
+under it through the same bootstrap a host gets, and a 3.7 gets the "too old" message. A fresh
+machine has neither (no Debian release ships 3.8 and scripts/setup.sh installs none): those two
+tests then skip, visibly and allow-listed (tests/skip_policy.py), and the README says so.
 """
 from __future__ import annotations
 
@@ -23,8 +25,12 @@ from tests.salvage import hermeslike
 REMOTE = Path(__file__).resolve().parents[1] / "fleetops" / "remote"
 
 
+PYENV_ROOT = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+
+
 def _interpreter(env: str, version: str):
-    cands = [os.environ.get(env)] + sorted(glob.glob(f"/root/.pyenv/versions/{version}.*/bin/python3")) \
+    cands = [os.environ.get(env)] + sorted(glob.glob(os.path.join(PYENV_ROOT, "versions", f"{version}.*", "bin",
+                                                                  "python3"))) \
         + [shutil.which(f"python{version}")]
     return next((c for c in cands if c and os.access(c, os.X_OK)), None)
 

@@ -480,6 +480,8 @@ class _Run:
 
         register = getattr(task, "register", None)
         with self.lock:
+            if secret_values:
+                st.secrets |= secret_values   # a later task may show a fact templated from one
             if register:
                 st.persistent[register] = mark_unsafe(res)
             if not failed and not unreachable:

@@ -139,7 +139,7 @@ def _deep_scrub(obj, values):
     if isinstance(obj, str):
         return scrub_text(obj, values)
     if isinstance(obj, dict):
-        return {scrub_text(str(k), values): _deep_scrub(v, values) for k, v in obj.items()}
+        return {k: _deep_scrub(v, values) for k, v in obj.items()}   # names are never changed
     if isinstance(obj, (list, tuple, set, frozenset)):
         return [_deep_scrub(v, values) for v in obj]
     return obj
@@ -148,6 +148,11 @@ def _deep_scrub(obj, values):
 def clean(obj, values=frozenset()):
     """Scrub every string and mask secret-named keys: what may be shown or stored."""
     return _secrets.mask(_deep_scrub(obj, values))
+
+
+def clean_per_host(by_host, values=frozenset()) -> dict:
+    """Clean a {host: value} mapping: host names are names, not values under a secret name."""
+    return {h: clean(v, values) for h, v in (by_host or {}).items()}
 
 
 def clean_options(options, values=frozenset()) -> dict:
@@ -250,7 +255,7 @@ class ResultsStore(EventSink):
         self.db_url = db_url
         # what may be shown: the file, or the URL without its password
         self.db_path = _backend.redact(db_url) if db_url else self.results_dir / DB_NAME
-        self.secret_values = set(v for v in (secret_values or ()) if isinstance(v, str) and v)
+        self.secret_values = set(secret_values or ())
         if db_url:
             self.secret_values |= _backend.url_secrets(db_url)
         self.run_id: str | None = None
@@ -406,17 +411,17 @@ class ResultsStore(EventSink):
 
         def w(c):
             c.execute("INSERT OR REPLACE INTO plays(run_id, play_index, name, hosts, started) VALUES (?,?,?,?,?)",
-                      (self.run_id, play_index, self.text(play_name), _dumps(self.clean(list(hosts))), now))
+                      (self.run_id, play_index, self.text(play_name), _dumps(list(hosts)), now))
             for h in hosts:
                 c.execute("INSERT INTO run_hosts(run_id, host, first_seen, last_seen) VALUES (?,?,?,?)"
-                          " ON CONFLICT(run_id, host) DO NOTHING", (self.run_id, self.text(h), now, now))
+                          " ON CONFLICT(run_id, host) DO NOTHING", (self.run_id, h, now, now))
         self._write(w)
 
     def batch_start(self, play_index, batch_index, hosts):
         def w(c):
             c.execute("INSERT OR REPLACE INTO batches(run_id, play_index, batch_index, hosts, started)"
                       " VALUES (?,?,?,?,?)",
-                      (self.run_id, play_index, batch_index, _dumps(self.clean(list(hosts))), time.time()))
+                      (self.run_id, play_index, batch_index, _dumps(list(hosts)), time.time()))
         self._write(w)
 
     def host_result(self, host, play_index, task_index, task_name, module, result, started, ended):
@@ -427,7 +432,7 @@ class ResultsStore(EventSink):
         duration = result.get("duration")
         if duration is None and started is not None and ended is not None:
             duration = ended - started
-        row = (self.run_id, self.text(host), play_index, task_index, self.text(task_name), self.text(module), status,
+        row = (self.run_id, host, play_index, task_index, self.text(task_name), self.text(module), status,
                None if msg is None else str(msg), started, ended, duration, _dumps(clean_result))
         with self._lock:
             self._pending.append(row)
@@ -474,7 +479,7 @@ class ResultsStore(EventSink):
         def w(c):
             c.execute("INSERT INTO run_hosts(run_id, host, facts, first_seen, last_seen) VALUES (?,?,?,?,?)"
                       " ON CONFLICT(run_id, host) DO UPDATE SET facts=excluded.facts, last_seen=excluded.last_seen",
-                      (self.run_id, self.text(host), _dumps(self.clean(facts or {})), now, now))
+                      (self.run_id, host, _dumps(self.clean(facts or {})), now, now))
         self._write(w)
 
     def play_end(self, play_index, stopped_reason):
@@ -486,7 +491,7 @@ class ResultsStore(EventSink):
     def run_end(self, status, stats, exit_code):
         """Final status, plus the executor's own counters, which win over the incremental ones."""
         now = time.time()
-        stats = self.clean(stats or {})
+        stats = clean_per_host(stats, self.secret_values)
 
         def w(c):
             c.execute("UPDATE runs SET ended=?, status=?, exit_code=?, stats=? WHERE id=?",

@@ -15,8 +15,11 @@ A second run finds the lock busy and refuses that host ("host busy", a failed
 host, nothing run there) naming the holder: run id, controller, pid, since when.
 Two inventory names for the same account in one run share the lock (same run id).
 Cost: one extra command round trip per host per run, with only sh, flock(1) and
-cat on the host (no python start-up; about 7 ms of host CPU with sshd's share). A host without flock(1), or whose home cannot
-be flock'ed (some NFS homes), runs without the lock (logged), as before.
+cat on the host (no python start-up). On a host
+without flock(1) the host's python3 takes the same flock(2) lock and holds it the same way
+(the two interlock). A host where neither can lock the home directory (no flock(1) and no
+python3, or a home that cannot be flock'ed, as on some NFS mounts) is refused with that reason:
+nothing is run there rather than run unserialised.
 
 This lock is per run and per account. The Hermes repair flow additionally keeps a
 lease in ~/.hermes/fleetops/lock (fleetops/remote/hostlock.py) across its steps.
@@ -25,16 +28,13 @@ from __future__ import annotations
 
 import getpass
 import json
-import logging
 import os
 import shlex
 import socket
 import time
 
+from fleetops.engine.payload import DEFAULT_PYTHONS
 from fleetops.errors import EXIT_HOST_FAILED, FleetopsError
-
-log = logging.getLogger("fleetops.runlock")
-log.addHandler(logging.NullHandler())     # never printed over the live view; visible with logging on
 
 LOCK_PATH = "~"                 # flock(2) on the home directory itself: no file is ever created
 TAG = "fleetops-run-lock"
@@ -44,9 +44,25 @@ UNAVAILABLE = "FLEETOPS_RUN_LOCK_UNAVAILABLE"
 
 
 class HostBusy(FleetopsError):
-    """Another fleetops run holds the host's run lock: nothing is run on that host."""
+    """Another fleetops run holds the host's run lock, or it cannot be taken there: nothing is
+    run on that host."""
 
     exit_code = EXIT_HOST_FAILED
+
+
+# The same lock without flock(1): flock(2) on the home directory from the host's python, which
+# then holds it until its stdin closes. Exit 1 when busy (as flock -n), so the shell names the holder.
+PY_LOCK = (
+    "import sys,os,errno,fcntl\n"
+    "try:\n fd=os.open(os.path.expanduser('~'),os.O_RDONLY)\n"
+    "except OSError as e:\n print('@U cannot open the home directory: %s'%e.strerror);sys.exit(0)\n"
+    "try:\n fcntl.flock(fd,fcntl.LOCK_EX|fcntl.LOCK_NB)\n"
+    "except OSError as e:\n"
+    " if e.errno in(errno.EWOULDBLOCK,errno.EAGAIN,errno.EACCES):sys.exit(1)\n"
+    " print('@U cannot lock the home directory: %s'%e.strerror);sys.exit(0)\n"
+    "print('@H');sys.stdout.flush()\n"
+    "while sys.stdin.buffer.read(65536):pass\n"
+)
 
 
 def holder_record(run_id: str) -> dict:
@@ -69,11 +85,22 @@ def lock_command(record: dict) -> str:
     # connection's channel closes. One short-lived child instead of three: this runs once per
     # host per run. cat reads `-` (stdin) first; the two words after it only label the process
     # for ps (by then the channel is gone and cat's complaints go to /dev/null).
+    # Without flock(1), python holds the lock as a child of the shell (its argv labelled the
+    # same way), so the shell is still there to name a holder when it exits 1 (busy).
+    py = shlex.quote(PY_LOCK.replace("@U", UNAVAILABLE).replace("@H", HELD))
+    pythons = " ".join(shlex.quote(p) for p in DEFAULT_PYTHONS)
     return ('PATH="$PATH:/usr/bin:/bin"; '
-            f'command -v flock >/dev/null 2>&1 || {{ echo "{UNAVAILABLE} no flock(1) on the host"; exit 0; }}; '
+            'if command -v flock >/dev/null 2>&1; then '
             'exec 9<"$HOME" || { echo "' + UNAVAILABLE + ' cannot open the home directory"; exit 0; }; '
             f'flock -n 9; rc=$?; '
             f'if [ "$rc" = 0 ]; then echo {HELD}; exec cat - {TAG} {rec} >/dev/null 2>&1; fi; '
+            f'if [ "$rc" != 1 ]; then echo "{UNAVAILABLE} flock(1) cannot lock the home directory (rc $rc)"; exit 0; fi; '
+            f'else rc=127; for p in {pythons}; do if command -v "$p" >/dev/null 2>&1; then '
+            f'"$p" -I -S -c {py} {TAG} {rec} 2>/dev/null; rc=$?; break; fi; done; '
+            f'if [ "$rc" = 127 ]; then echo "{UNAVAILABLE} neither flock(1) nor python3 on the host"; exit 0; fi; '
+            f'if [ "$rc" = 0 ]; then exit 0; fi; '
+            f'if [ "$rc" != 1 ]; then echo "{UNAVAILABLE} python3 on the host could not take the lock (rc $rc)"; '
+            'exit 0; fi; fi; '
             f'if [ "$rc" = 1 ]; then printf "%s " {BUSY}; {find_holder}; echo; fi; '
             'exit "$rc"')
 
@@ -166,5 +193,5 @@ def acquire(transport, run_id: str, timeout: float | None = None) -> RunLock | N
             return None                   # another inventory name for the same account, this run
         who = f" ({describe(record)})" if record else ""
         raise HostBusy(f"host busy: another fleetops run holds its run lock{who}; nothing was run on {name}")
-    log.warning("%s: running without the run lock: %s", name, rest or "unknown reason")
-    return None
+    raise HostBusy(f"cannot take the run lock on {name}: {rest or 'no answer from the lock command'}; "
+                   "nothing was run there (a second run could interleave with this one)")

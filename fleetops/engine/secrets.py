@@ -1,8 +1,14 @@
 """Keeping secrets out of what fleetops shows and stores.
 
 Variables are judged secret by name (as operators name them), because values
-alone cannot tell a password from a hostname. The CLI masks `fleetops hosts`,
-and the results store, JSON output and logs scrub known secret values.
+alone cannot tell a password from a hostname. A name is secret when one of its
+words (split at `_`, `-`, `.`, digits and camelCase) is a secret word: password,
+passphrase, passwd, secret, token, key, or a compound such as apikey or
+authtoken; words that merely contain those letters (valkey, tokenizer, keys)
+are not. Every non-empty scalar under such a name, whatever its type or length,
+is a secret value, and so is what a template makes from one. Output is scrubbed
+of those values where they stand as values (not inside a longer word); names
+(variables, hosts, groups, result fields) are never changed.
 """
 from __future__ import annotations
 
@@ -13,19 +19,17 @@ import re
 MASK = "********"
 SECRET_NAMES = frozenset({"ansible_ssh_pass", "ansible_become_pass", "ansible_password",
                           "ansible_become_password", "fleetops_ssh_pass", "fleetops_become_pass"})
-MIN_SCRUB_LENGTH = 4   # shorter values would scrub ordinary text everywhere
+SECRET_WORDS = frozenset({"password", "passwd", "passphrase", "secret", "secrets", "token", "key"})
+COMPOUND_WORDS = frozenset({"apikey", "authkey", "accesskey", "privatekey", "secretkey", "signingkey",
+                            "apitoken", "authtoken", "accesstoken", "refreshtoken", "clientsecret",
+                            "apisecret"})
 
-
-_PARTS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 
 
 def _secret_part(part: str) -> bool:
-    """password/passphrase/secret anywhere in a word; token/key as a word or its ending
-    (apikey, authtoken) but not as a plural or a stem (keys, tokens, tokenizer, keyword),
-    so result fields such as distinct_keys or tokenizer are not hidden."""
-    if any(w in part for w in ("password", "passphrase", "secret")):
-        return True
-    return part.endswith("token") or part.endswith("key")
+    """A whole word, never a stem: `key` and `apikey`, not `valkey`, `keys` or `keyword`."""
+    return part in SECRET_WORDS or part in COMPOUND_WORDS or part.endswith(("password", "passphrase"))
 
 
 def is_secret_name(name) -> bool:
@@ -43,19 +47,17 @@ def _is_secret_str(name: str) -> bool:
     return any(_secret_part(p.lower()) for p in _PARTS.findall(name))
 
 
-def mask(obj):
-    """A deep copy with every secret-named value replaced by MASK.
+def _hides_something(value) -> bool:
+    """None, "" and booleans hide nothing: a flag such as accept_new_host_keys=True is useful to see."""
+    return value is not None and value != "" and not isinstance(value, bool)
 
-    None, "" and booleans are left as they are: a flag such as
-    accept_new_host_keys=True hides nothing and is useful to see.
-    """
+
+def mask(obj):
+    """A deep copy with every secret-named value replaced by MASK (the names are kept)."""
     if isinstance(obj, dict):
         out = {}
         for key, value in obj.items():
-            if is_secret_name(key) and value is not None and value != "" and not isinstance(value, bool):
-                out[key] = MASK
-            else:
-                out[key] = mask(value)
+            out[key] = MASK if is_secret_name(key) and _hides_something(value) else mask(value)
         return out
     if isinstance(obj, list):
         return [mask(v) for v in obj]
@@ -64,16 +66,20 @@ def mask(obj):
     return copy.deepcopy(obj)
 
 
-def _strings(value, out: set) -> None:
-    if isinstance(value, str):
-        if len(value) >= MIN_SCRUB_LENGTH:
-            out.add(value)
+def scalar_texts(value, out: set) -> None:
+    """The text of every non-empty scalar in `value` (ints and floats as a template prints them)."""
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, (str, int, float)):
+        text = str(value)
+        if text:
+            out.add(text)
     elif isinstance(value, dict):
         for v in value.values():
-            _strings(v, out)
-    elif isinstance(value, (list, tuple)):
+            scalar_texts(v, out)
+    elif isinstance(value, (list, tuple, set, frozenset)):
         for v in value:
-            _strings(v, out)
+            scalar_texts(v, out)
 
 
 # A secret-named variable that holds where a secret lives (ansible_ssh_private_key_file,
@@ -87,30 +93,136 @@ def is_location_name(name) -> bool:
 
 
 def collect_secret_values(variables: dict) -> set:
-    """String values (len >= 4) held under secret names, at any depth, to scrub from output
-    (paths under `*file`/`*_path`/`*_dir` names excepted: they are masked by name only)."""
+    """The text of every non-empty scalar held under a secret name, at any depth, to scrub from
+    output (paths under `*file`/`*_path`/`*_dir` names excepted: they are masked by name only)."""
     found: set = set()
 
-    def walk(value):
+    def walk(value, depth=0):
+        if depth > 100:
+            return
         if isinstance(value, dict):
             for key, v in value.items():
                 if is_secret_name(key) and is_location_name(key) and isinstance(v, str):
                     continue
                 if is_secret_name(key):
-                    _strings(v, found)
+                    scalar_texts(v, found)
                 else:
-                    walk(v)
+                    walk(v, depth + 1)
         elif isinstance(value, (list, tuple)):
             for v in value:
-                walk(v)
+                walk(v, depth + 1)
     walk(variables)
     return found
 
 
+def derived_values(templar, value, variables: dict, known: set) -> set:
+    """What the `{{ … }}` expressions in `value` (nested args) make from a secret: each expression
+    that names a secret variable, or a variable holding a known secret value, is rendered on its
+    own, and its text is a secret too (`{{ db_password | b64encode }}` shows no db_password)."""
+    found: set = set()
+    for text in _template_strings(value):
+        mine: set = set()
+        for expr in _expressions(templar, text):
+            if not _names_secret(expr[1], variables, known):
+                continue
+            try:
+                scalar_texts(templar.render("{{" + expr[0] + "}}", variables), mine)
+            except Exception:  # noqa: BLE001 - the task's own render reports the error
+                continue
+        if mine:
+            found |= mine | _glued(templar, text, variables, mine)
+    return found
+
+
+def _glued(templar, text: str, variables: dict, values: set) -> set:
+    """Words of the rendered `text` that hold a secret value glued to other text
+    (`pw={{ pw }}x`): the value does not stand apart there, so the whole word is the secret."""
+    try:
+        rendered = templar.render(text, variables)
+    except Exception:  # noqa: BLE001
+        return set()
+    if not isinstance(rendered, str):
+        return set()
+    out = set()
+    for word in re.findall(r"\S+", rendered):
+        if word not in values and any(v in word for v in values) and scrub(word, values) == word:
+            out.add(word)
+    return out
+
+
+def _template_strings(value):
+    """Strings with `{{` anywhere in nested args (keys included), without recursion."""
+    todo = [value]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, str):
+            if "{{" in v:
+                yield v
+        elif isinstance(v, dict):
+            todo.extend(v.keys())
+            todo.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            todo.extend(v)
+
+
+@functools.lru_cache(maxsize=4096)
+def _lexed(env, text: str) -> tuple:
+    """((expression source, names and string literals in it), ...) for each `{{ … }}` of `text`."""
+    out = []
+    try:
+        tokens = list(env.lex(text))
+    except Exception:  # noqa: BLE001 - a syntax error is the task render's to report
+        return ()
+    inside, src, names = False, [], []
+    for _, kind, val in tokens:
+        if kind == "variable_begin":
+            inside, src, names = True, [], []
+        elif kind == "variable_end" and inside:
+            inside = False
+            out.append(("".join(src), tuple(names)))
+        elif inside:
+            src.append(val)
+            if kind == "name":
+                names.append(val)
+            elif kind == "string":
+                names.append(val[1:-1])
+    return tuple(out)
+
+
+def _expressions(templar, text: str) -> tuple:
+    return _lexed(templar.env, text)
+
+
+def _names_secret(names, variables: dict, known: set) -> bool:
+    for n in names:
+        if is_secret_name(n) and not is_location_name(n):
+            return True
+        if known and n in variables:
+            v = variables[n]
+            if isinstance(v, (str, int, float)) and not isinstance(v, bool) and str(v) in known:
+                return True
+    return False
+
+
+def _edge(value: str, start: bool) -> str:
+    ch = value[0] if start else value[-1]
+    if not (ch.isalnum() or ch == "_"):
+        return ""
+    return r"(?<![\w])" if start else r"(?![\w])"
+
+
+@functools.lru_cache(maxsize=512)
+def _pattern(values: frozenset):
+    ordered = sorted(values, key=len, reverse=True)   # longest first, so overlaps go whole
+    return re.compile("|".join(_edge(v, True) + re.escape(v) + _edge(v, False) for v in ordered))
+
+
 def scrub(text: str, secret_values) -> str:
-    """Replace every occurrence of each secret value by MASK (longest first, so overlaps go whole)."""
+    """Replace each secret value by MASK where it stands as a value: not where it is only part
+    of a longer word (a password `admin` leaves `admin_user` alone)."""
     if not text or not secret_values:
         return text
-    for value in sorted((v for v in secret_values if v), key=len, reverse=True):
-        text = text.replace(value, MASK)
-    return text
+    values = frozenset(v for v in secret_values if isinstance(v, str) and v)
+    if not values:
+        return text
+    return _pattern(values).sub(MASK, text)

@@ -10,6 +10,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetops.engine import secrets as _secrets
 from fleetops.engine.runlock import HostBusy
 from fleetops.engine.templating import TemplateError, mark_unsafe
 from fleetops.errors import Unreachable
@@ -78,6 +79,7 @@ class HostState:
     local: Any = None               # LocalTransport for delegate_to: localhost
     facts: dict = field(default_factory=dict)
     persistent: dict = field(default_factory=dict)   # registered results and set_fact, for the run
+    secrets: set = field(default_factory=set)        # values templated from secrets on this host so far
     unreachable: bool = False
     failed: bool = False            # failed in an earlier batch/play: excluded from later plays
     notified: set = field(default_factory=set)
@@ -132,10 +134,19 @@ def prepare_args(module_cls, rendered: dict, omit: str) -> dict:
 
 
 def secret_arg_values(module_cls, args: dict) -> set:
-    out = set()
+    out: set = set()
     for name, spec in (module_cls.args or {}).items():
-        if spec.secret and isinstance(args.get(name), str) and len(args[name]) >= 4:
-            out.add(args[name])
+        if spec.secret:
+            _secrets.scalar_texts(args.get(name), out)
+    return out
+
+
+def payload_args(pargs: dict, check: bool, diff: bool) -> dict:
+    """The arguments a payload sees: check and diff mode are the run's (a module may ask for a
+    read-only call, never turn either off), and no other `_`-prefixed key gets through."""
+    out = {k: v for k, v in (pargs or {}).items() if not (isinstance(k, str) and k.startswith("_"))}
+    out["_check"] = bool(check) or truthy(pargs.get("_check", False))
+    out["_diff"] = bool(diff) or truthy(pargs.get("_diff", False))
     return out
 
 
@@ -157,6 +168,7 @@ class TaskRunner:
         task = self.task
         variables = self.run.task_vars(self.pctx, self.host, task, self.frame, self.check)
         self.secrets |= self.run.secret_values(variables)
+        self.secrets |= self.run.state(self.host).secrets
         conditions = as_list(task.when)
         if task.loop is None:
             ok, res = self._when(conditions, variables)
@@ -225,6 +237,7 @@ class TaskRunner:
         module_cls = self.run.modules.get(task.module)
         if module_cls is None:
             return failed_result(f"unknown module {task.module!r}")
+        self.secrets |= _secrets.derived_values(self.templar, task.args, variables, self.secrets)
         try:
             rendered = self.templar.render(task.args or {}, variables)
         except TemplateError as e:
@@ -339,16 +352,15 @@ class TaskRunner:
         def payload(name: str, pargs: dict, timeout: float | None = None) -> dict:
             if transport is None:
                 raise RuntimeError(f"module {module_cls.name} runs on the controller and has no host connection")
-            a = dict(pargs)
-            a.setdefault("_check", check)
-            a.setdefault("_diff", diff)
-            return run.payload(transport, name, a, python=python, become_user=become_user, timeout=timeout)
+            return run.payload(transport, name, payload_args(pargs, check, diff), python=python,
+                               become_user=become_user, timeout=timeout)
 
         return TaskContext(
             host=self.host, transport=transport, variables=variables, check=check, diff=diff,
             host_dir=run.host_dir(self.host), payload=payload, project_dir=run.playbook_dir,
             templar=self.templar,
             extra={"become_user": become_user, "delegated": delegated, "run_id": run.run_id,
-                   "results_dir": run.options.results_dir, "stop": run.stop, "task": task},
+                   "results_dir": run.options.results_dir, "stop": run.stop, "task": task,
+                   "scrub": lambda text: _secrets.scrub(text, self.secrets)},
         )
 

@@ -1,9 +1,10 @@
 """`fleetops audit` and `fleetops inspect`: the audit through the normal engine path, then the fleet table.
 
-Exit codes: 0 every database healthy; 5 (EXIT_NOT_HEALTHY) any database not healthy, or a
-host whose audit did not run; otherwise the engine's (2 a host failed, 3 unreachable only,
-4 bad input, 130 interrupted). 5 is distinct so scripts can tell "the fleet has damaged
-stores" from "fleetops could not do its job".
+Exit codes: 0 every database healthy; 5 (EXIT_NOT_HEALTHY) a database that was audited is not
+healthy; otherwise the engine's (2 a host failed, its audit included; 3 unreachable only;
+4 bad input; 130 interrupted). 5 is distinct so scripts can tell "the fleet has damaged
+stores" from "fleetops could not do its job"; when both happen, 5 wins: a damaged store is
+what needs acting on, and the table names the hosts that could not be audited.
 """
 from __future__ import annotations
 
@@ -21,12 +22,15 @@ def _console():
     return Console(highlight=False)
 
 
+NOT_AUDITED = ("unreachable", "audit_failed")   # pseudo-verdicts of hosts, not of databases
+
+
 def exit_code(rows: list, engine_code: int) -> int:
-    """4 and 130 win (the audit did not really run); then 5 if any db is not healthy; then the engine's."""
-    from fleetops.hermes.audit import all_healthy
+    """4 and 130 win (the audit did not really run); then 5 if any audited db is not healthy;
+    then the engine's (3 when hosts were only unreachable, 2 when an audit failed)."""
     if engine_code in (EXIT_BAD_INPUT, EXIT_INTERRUPTED):
         return engine_code
-    if not all_healthy(rows):
+    if any(r["verdict"] != "healthy" for r in rows if r["verdict"] not in NOT_AUDITED):
         return EXIT_NOT_HEALTHY
     return engine_code
 
@@ -42,7 +46,7 @@ def audit(args) -> int:
                   "fleetops_write_probe": bool(getattr(args, "write_probe", False))}
     loaded = runner.load(bundled.path("audit"), args.inventory, extra_vars, limit=args.limit, note_secrets=_SECRETS.update)
     results_dir, results_db = results_target(getattr(args, "results", None))
-    options = RunOptions(limit=args.limit, extra_vars=extra_vars, check=False,
+    options = RunOptions(limit=args.limit, extra_vars=extra_vars, check=False, forks=args.forks,
                          accept_new_host_keys=bool(getattr(args, "accept_new_host_keys", False)),
                          results_dir=results_dir, results_db=results_db,
                          known_hosts=getattr(args, "known_hosts", None))

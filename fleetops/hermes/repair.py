@@ -35,8 +35,10 @@ def _save(ctx: TaskContext, profile: str, name: str, data) -> str | None:
     os.makedirs(d, exist_ok=True)
     path = os.path.join(d, name)
     tmp = path + ".tmp"
+    text = json.dumps(data, indent=1, sort_keys=True, default=str)
+    scrub = ctx.extra.get("scrub")
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1, sort_keys=True, default=str)
+        f.write(scrub(text) if scrub else text)
     os.replace(tmp, path)
     return path
 
@@ -181,18 +183,6 @@ class HermesRepair(_Step):
         return res
 
 
-TEST_HOOK_ENV = "FLEETOPS_TEST_SWAP_FAIL_AFTER_STEP"
-
-
-def _test_hook(pargs):
-    """Tests only: the swap/rollback payload dies after N renames, to prove the journal recovers.
-    Read from the controller's environment, never from playbook or -e variables, so no
-    inventory or command line can break a production swap on purpose."""
-    value = os.environ.get(TEST_HOOK_ENV, "")
-    if value:
-        pargs["_fail_after_step"] = int(value)
-
-
 class HermesSwap(_Step):
     """action swap: move the quarantined original aside and the verified new file in (journalled);
     action recover: finish or undo an interrupted swap, and say whether writers are still
@@ -207,8 +197,6 @@ class HermesSwap(_Step):
 
     def run(self, ctx, args):
         pargs = self.pargs(ctx, args)
-        if args.get("action", "swap") == "swap":
-            _test_hook(pargs)
         res = self.call(ctx, args, pargs)
         if args.get("action") == "recover":
             w = self.call(ctx, args, {"action": "start", "profile": pargs.get("profile") or "default",
@@ -256,7 +244,6 @@ class HermesRollback(_Step):
 
     def run(self, ctx, args):
         pargs = self.pargs(ctx, args)
-        _test_hook(pargs)
         res = self.call(ctx, args, pargs)
         _save(ctx, args.get("profile"), "rollback.json", res.get("rollback"))
         return res

@@ -53,6 +53,10 @@ class RootfsError(FleetopsError):
     exit_code = 1
 
 
+class MirrorUnreachable(RootfsError):
+    """No Debian mirror answers: the one condition under which a root cannot be built here."""
+
+
 def kinds_from_spec(spec) -> list[str]:
     """`"aarch64,oldstable"` (or a list) -> validated kind names, in order, no duplicates."""
     items = spec.split(",") if isinstance(spec, str) else list(spec or ())
@@ -277,8 +281,8 @@ def _reachable_mirror(suite: str) -> str:
                 errors.append(f"{url}: HTTP {r.status}")
         except Exception as exc:                     # noqa: BLE001 - any failure means "not this one"
             errors.append(f"{url}: {exc}")
-    raise RootfsError(f"no Debian mirror serves {suite} ({'; '.join(errors)}); "
-                      "set FLEETOPS_LAB_MIRROR to a reachable one")
+    raise MirrorUnreachable(f"no Debian mirror serves {suite} ({'; '.join(errors)}); "
+                            "set FLEETOPS_LAB_MIRROR to a reachable one")
 
 
 def _du(path: str) -> int:

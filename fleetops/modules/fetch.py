@@ -74,6 +74,33 @@ class Fetch(Module):
             raise
         if not os.path.exists(tmp):
             return result(failed=True, msg=f"fetch of {src} produced no file", src=src)
+        host_sha = _sha256(tmp)
+        scrubbed = _scrub_text_file(tmp, ctx.extra.get("scrub"))
         after = _sha256(tmp)
         os.replace(tmp, local)
-        return result(changed=after != before, msg=f"fetched {src}", src=src, dest=local, checksum=after)
+        out = result(changed=after != before, msg=f"fetched {src}", src=src, dest=local, checksum=after)
+        if scrubbed:
+            out.update(scrubbed=True, host_checksum=host_sha,
+                       msg=f"fetched {src} (secret values in it masked in the copy)")
+        return out
+
+
+def _scrub_text_file(path: str, scrub) -> bool:
+    """Mask secret values in a fetched text file: the copy is part of the run's record, which
+    holds no secret (the host keeps the original). Binary files (a database) are kept as they are."""
+    if scrub is None:
+        return False
+    with open(path, "rb") as f:
+        data = f.read()
+    if b"\0" in data:
+        return False
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    clean = scrub(text)
+    if clean == text:
+        return False
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(clean)
+    return True

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 
+from fleetops.errors import BadInput
 from fleetops.modules.base import Arg, Module, TaskContext, result
 
 REMOTE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "remote")
@@ -17,6 +18,17 @@ class Python(Module):
     name = "python"
     args = {"payload": Arg(str, required=True), "args": Arg(dict, default=None), "timeout": Arg((int, float))}
 
+    @staticmethod
+    def check_static(args: dict, where: str) -> None:
+        """Names starting with _ (_check, _diff) are the engine's: no playbook sets them."""
+        pargs = args.get("args")
+        if isinstance(pargs, dict):
+            for k in pargs:
+                if isinstance(k, str) and k.startswith("_"):
+                    kw = pargs.key_where(k) if hasattr(pargs, "key_where") else where
+                    raise BadInput(f"python: argument {k!r} of payload {args.get('payload')!r}: names starting "
+                                   "with _ are the engine's (check and diff mode come from the run)", where=kw)
+
     def run(self, ctx: TaskContext, args: dict) -> dict:
         name = str(args["payload"])
         if name.endswith(".py"):
@@ -24,8 +36,10 @@ class Python(Module):
         if not re.fullmatch(r"[a-z_][a-z0-9_]*", name) or not os.path.isfile(os.path.join(REMOTE_DIR, name + ".py")):
             return result(failed=True, msg=f"no payload {name!r} in fleetops/remote/")
         pargs = dict(args.get("args") or {})
-        pargs.setdefault("_check", ctx.check)
-        pargs.setdefault("_diff", ctx.diff)
+        reserved = sorted(k for k in pargs if isinstance(k, str) and k.startswith("_"))
+        if reserved:
+            return result(failed=True, msg=f"payload {name}: argument {reserved[0]!r}: names starting with _ are "
+                                           "the engine's (check and diff mode come from the run)")
         res = ctx.payload(name, pargs, timeout=args.get("timeout"))
         if not isinstance(res, dict):
             return result(failed=True, msg=f"payload {name} returned {type(res).__name__}, not a dict")

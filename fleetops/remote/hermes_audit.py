@@ -1082,7 +1082,9 @@ def _audit_db(rec, db, entry, opts, tooling, now):
     files["free_bytes"], files["fs_bytes"] = free, total
     rec["files"] = files
     if opts["holders"]:
+        t0 = time.monotonic()
         rec["holders"] = hermes_holders.scan(db)  # before opening: the audit's own handle is excluded anyway
+        rec["holders_seconds"] = round(time.monotonic() - t0, 4)   # bench/audit.py prints it
     if home and os.path.isdir(home):
         rec["gateway_pid"] = gateway_pid(home)
         rec["backups"] = backups(home, db, entry["profile"], opts["_root"], now, opts["backup_verify_sha256"])

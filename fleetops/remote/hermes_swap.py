@@ -23,7 +23,6 @@ from fleetops.remote import hermes_paths
 from fleetops.remote import hermes_snapshot as fs
 
 SIDECARS = fs.SIDECARS
-INTERRUPT_EXIT = 75
 
 
 class SwapError(Exception):
@@ -91,22 +90,18 @@ def _move(src, dst, role, sha=None):
             "size": st.st_size, "sha256": sha}
 
 
-def run_journal(loc, j, fail_after=None):
+def run_journal(loc, j):
     """Write the journal, then do each rename, re-writing it before every step."""
     path = journal_path(loc)
     fs.makedirs_private(os.path.dirname(path))
     j["status"] = "pending"
     j["next"] = 0
     fs.write_json(path, j)
-    if fail_after == 0:
-        os._exit(INTERRUPT_EXIT)
     for i, m in enumerate(j["moves"]):
         j["next"] = i
         fs.write_json(path, j)
         if _where(m) == "src":
             _rename(m["src"], m["dst"])
-        if fail_after == i + 1:
-            os._exit(INTERRUPT_EXIT)
     j["next"] = len(j["moves"])
     _finish_checks(j)
     j["status"] = "done"
@@ -290,7 +285,7 @@ def checkpoint_new(path):
             os.unlink(path + s)  # empty: nothing in it (SQLite's own leftovers of our connection)
 
 
-def swap(loc, new_db, qdir, expect_sha256=None, fail_after=None, force=False, check=False):
+def swap(loc, new_db, qdir, expect_sha256=None, force=False, check=False):
     """Move the quarantined original aside and the new file in; returns a summary dict."""
     no_holders(loc, force)
     man = _load_manifest(qdir)
@@ -347,7 +342,7 @@ def swap(loc, new_db, qdir, expect_sha256=None, fail_after=None, force=False, ch
     j = {"id": "swap-%s" % fs.utc_ts(), "kind": "swap", "profile": loc["profile"], "db": loc["db"],
          "quarantine_dir": qdir, "created_at": fs.iso(), "moves": moves, "post": {"chmod": "0600"},
          "new_sha256": sha_new}
-    run_journal(loc, j, fail_after)
+    run_journal(loc, j)
     man["swaps"].append({"journal": j["id"], "at": fs.iso(), "swapped_out_dir": out_dir, "new_sha256": sha_new,
                          "new_size": os.path.getsize(loc["db"])})
     fs.write_json(_manifest_path(qdir), man)
@@ -358,7 +353,7 @@ def swap(loc, new_db, qdir, expect_sha256=None, fail_after=None, force=False, ch
 
 # ---------------------------------------------------------------- rollback
 
-def rollback(loc, qdir, fail_after=None, force=False, check=False):
+def rollback(loc, qdir, force=False, check=False):
     """Put the quarantined original back exactly, moving whatever is there now aside first."""
     no_holders(loc, force)
     man = _load_manifest(qdir)
@@ -410,7 +405,7 @@ def rollback(loc, qdir, fail_after=None, force=False, check=False):
             moves.append(_move(sources[n], loc["db"] + s, "original" + (s or "-db"), man["files"][n]["sha256"]))
     j = {"id": "rollback-%s" % stamp, "kind": "rollback", "profile": loc["profile"], "db": loc["db"],
          "quarantine_dir": qdir, "created_at": fs.iso(), "moves": moves, "post": {}}
-    run_journal(loc, j, fail_after)
+    run_journal(loc, j)
     diff = _current_matches(loc["db"], man["files"])
     if diff:
         raise SwapError("rollback finished but %s" % ", ".join(diff))
@@ -424,13 +419,11 @@ def rollback(loc, qdir, fail_after=None, force=False, check=False):
 
 def main(args):
     """Payload: {action: quarantine|swap|rollback|recover, hermes_home?, profile?, new_db?, quarantine_dir?,
-    expect_sha256?, prefer?: finish|rollback, force?, run_id?, _check?, _fail_after_step? (tests)}."""
+    expect_sha256?, prefer?: finish|rollback, force?, run_id?, _check?}."""
     args = args or {}
     action = args.get("action") or "swap"
     check = fs.truthy(args.get("_check"))
     force = fs.truthy(args.get("force"))
-    fail_after = args.get("_fail_after_step")
-    fail_after = int(fail_after) if fail_after not in (None, "") else None
     try:
         loc = fs.locate(args)
     except ValueError as exc:
@@ -485,11 +478,11 @@ def main(args):
             if recovered and recovered["kind"] == "swap" and recovered["decision"] == "finish" and \
                     recovered["quarantine_dir"] == qdir:
                 return _result(True, rec_msg + "the swap is complete", changed=True, **extra)
-            r = swap(loc, args.get("new_db"), qdir, args.get("expect_sha256"), fail_after, force)
+            r = swap(loc, args.get("new_db"), qdir, args.get("expect_sha256"), force=force)
             return _result(True, "%sswapped: %s in place (sha256 %s, 0600); originals in %s" % (
                 rec_msg, loc["db"], r["new_sha256"][:12], r["swapped_out_dir"]), changed=True, swap=r,
                 quarantine_dir=qdir, **extra)
-        r = rollback(loc, qdir, fail_after, force)
+        r = rollback(loc, qdir, force=force)
         return _result(True, "%s%s" % (rec_msg, r.get("note") or "rolled back %s to the quarantined original "
                                        "(sha256 checked); what was there is in %s" % (loc["db"], r["moved_aside_dir"])),
                        changed=r.get("changed", True), rollback=r, quarantine_dir=qdir, **extra)

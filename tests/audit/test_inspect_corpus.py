@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -53,8 +55,14 @@ def test_emptied_unique_index_counted(standard_src, tmp_path):
     d = damage.make("unique_index_emptied", standard_src, tmp_path / "u.db")
     rec = _audit(d.path)
     idx = rec["honesty"]["sessions"]["indexes"]["idx_sessions_title_unique"]
-    titled = sum(1 for s in d.expected_rows["sessions"]) and idx["expected"]
-    assert idx["entries"] == 0 and idx["expected"] == titled > 0
+    # ground truth: the table itself (intact here) scanned without any index
+    con = sqlite3.connect(f"file:{d.path}?mode=ro", uri=True)
+    try:
+        titled = con.execute("SELECT count(*) FROM sessions NOT INDEXED WHERE title IS NOT NULL").fetchone()[0]
+    finally:
+        con.close()
+    assert titled > 0
+    assert idx["entries"] == 0 and idx["expected"] == titled
     assert rec["errors_by_object"] == {"idx_sessions_title_unique": titled}
     assert rec["conditions"] == ["index_damage"]
 
@@ -121,4 +129,27 @@ def test_inspect_cli_exit_codes(case, code, standard_src, tmp_path):
     doc = json.loads(p.stdout)
     assert doc["databases"][0]["verdict"] == d.expect_verdict
     tool = doc["host_tooling"]
-    assert tool["sqlite_version"] and tool["recover"] is not None
+    assert tool["sqlite_version"] == sqlite3.sqlite_version
+    assert tool["recover"].split(":")[0] == _recover_truth(d.path if case != "missing" else None, tmp_path)
+
+
+def _recover_truth(path, tmp_path) -> str:
+    """Whether this machine's sqlite3 shell really recovers rows: `.recover` run on a copy of the
+    corpus store itself (or on a fresh one-row file), not on the product's own probe."""
+    shell = shutil.which("sqlite3")
+    if shell is None:
+        return "no sqlite3 shell"
+    src = tmp_path / "truth.db"
+    if path:
+        shutil.copyfile(path, src)
+    else:
+        con = sqlite3.connect(src)
+        con.execute("CREATE TABLE sessions(id TEXT)")
+        con.execute("INSERT INTO sessions VALUES ('x')")
+        con.commit()
+        con.close()
+    r = subprocess.run([shell, str(src), ".recover"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    # INSERT [OR IGNORE] INTO 'sessions'(...) VALUES(...): a row of the table really came back
+    works = r.returncode == 0 and any(ln.startswith("INSERT") and "sessions" in ln.split("VALUES")[0]
+                                      for ln in r.stdout.splitlines())
+    return "works" if works else "fails"

@@ -238,3 +238,40 @@ def test_bad_variables_fail_before_anything_is_installed(lab, fleet, tmp_path, e
     for h in fleet:
         assert crontab_of(h["user"]) is None
         assert listing(h["home"]) == before[h["name"]]        # refused before the first change
+
+
+def test_systemd_units_rendered_by_the_real_play_verify_and_run(lab, fleet, systemd_analyze, tmp_path):
+    """The systemd path of the real play (forced with -e, as no user manager runs in the lab): the
+    unit files it writes on the host verify with `systemd-analyze --user verify`, and their
+    ExecStart, run as the host's user, makes a verified backup. Enabling the timer is skipped here
+    ("no systemd user manager answers"): that part is not tested against a real manager."""
+    h = fleet[0]
+    r = subprocess.run([sys.executable, "-m", "fleetops", "run", str(PLAYBOOK), "-i", lab.inventory_path,
+                        "--limit", h["name"], "--json", "--results", str(tmp_path / "runs"), *VARS,
+                        "-e", json.dumps({"backup_use_systemd": True, "run_now": False})],
+                       capture_output=True, text=True, cwd=str(ROOT), timeout=900)
+    doc = json.loads(r.stdout)
+    assert r.returncode == 0, outcomes(doc, "failed")
+    skipped = {t: m for _, t, m in outcomes(doc, "skipped")}
+    assert "no systemd user manager answers" in skipped["enable and start the timer"]
+    unit_dir = Path(h["home"], ".config", "systemd", "user")
+    service, timer = unit_dir / "hermes-backup.service", unit_dir / "hermes-backup.timer"
+    for f in (service, timer):
+        st = f.stat()
+        assert stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == pwd.getpwnam(h["user"]).pw_uid
+    runtime = tmp_path / "xdg-runtime"
+    runtime.mkdir(mode=0o700)
+    v = subprocess.run([systemd_analyze, "--user", "verify", str(service), str(timer)], capture_output=True,
+                       text=True, env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)})
+    assert v.returncode == 0, v.stdout + v.stderr
+    assert "OnCalendar=*-*-* 03:17:00\n" in timer.read_text()
+    [exec_line] = [ln for ln in service.read_text().splitlines() if ln.startswith("ExecStart=")]
+    import shlex
+    argv = [a.replace("%%", "%").replace("$$", "$") for a in shlex.split(exec_line[len("ExecStart="):])]
+    profile = os.path.join(h["home"], ".hermes")
+    assert argv[1:] == [os.path.join(h["home"], ".local", "lib", "fleetops", "hermes_backup.py"),
+                        f"--profile-dir={profile}", "--keep", "2"]
+    run = subprocess.run(["runuser", "-u", h["user"], "--", *argv], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert hb.main({"action": "status", "profile_dirs": [profile]})["verified"] == 1
+    assert not crontab_of(h["user"])          # the timer path leaves no crontab line

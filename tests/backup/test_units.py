@@ -31,7 +31,7 @@ def playbook_vars(home: Path, **overrides) -> dict:
 
 
 def render(name: str, variables: dict) -> str:
-    text = (ROOT / "templates" / name).read_text()
+    text = (PLAYBOOK.parent / "templates" / name).read_text()
     out = Templar().render(text, variables)
     return out if out.endswith("\n") else out + "\n"
 

@@ -10,12 +10,16 @@ from fleetops.engine.secrets import MASK, collect_secret_values, is_secret_name,
     "password", "db_password", "DB_PASSWORD", "ssh_passphrase", "api_token", "TokenFile", "client_secret",
     "aws_secret_access_key", "private_key", "ansible_ssh_private_key_file", "KEY", "ansible_ssh_pass",
     "ansible_become_pass", "Ansible_SSH_Pass", "apikey", "apiKey", "GITHUB_TOKEN", "authtoken", "ssh_key",
+    "mysql_root_passwd", "dbpassword", "key2", "vault.secret",
 ])
 def test_secret_names(name):
     assert is_secret_name(name)
 
 
-@pytest.mark.parametrize("name", ["user", "ansible_host", "pass", "passwd_hint_not", "port", "hermes_home", "", 5,
+@pytest.mark.parametrize("name", ["user", "ansible_host", "pass", "port", "hermes_home", "", 5,
+                                  # real inventories' names whose words only contain the letters
+                                  "valkey_sentinel_monitor_name", "monkey_patch", "turkey", "keystone_admin_user",
+                                  "passwordless_sudo", "secretary", "tokenize",
                                   None, "ansible_ssh_passx",
                                   # result fields that merely contain the letters
                                   "tokenizer", "index_tokens", "docsize_tokens", "distinct_keys", "keys",
@@ -56,13 +60,17 @@ def test_mask_plain_values_and_lists():
 def test_collect_secret_values_walks_nested_data():
     variables = {
         "db_password": "hunter22",
-        "short_token": "abc",                     # too short to scrub safely
-        "port_key": 2222,                         # not a string
+        "short_token": "abc",                     # short: still a secret
+        "port_key": 2222,                         # a number: as a template prints it
+        "pin_secret": 1.5,
         "app": {"name": "hermes", "api_token": "tok-9876", "nested": [{"secret": "s3cr3t!"}]},
         "vault_secret": {"a": "valueA", "b": ["valueB", 7]},
         "user": "hermes",
+        "use_key": True, "no_token": None, "empty_password": "",   # hide nothing
+        "ansible_ssh_private_key_file": "/keys/id",                # a location, masked by name only
     }
-    assert collect_secret_values(variables) == {"hunter22", "tok-9876", "s3cr3t!", "valueA", "valueB"}
+    assert collect_secret_values(variables) == {"hunter22", "abc", "2222", "1.5", "tok-9876", "s3cr3t!",
+                                                 "valueA", "valueB", "7"}
 
 
 def test_scrub_replaces_every_occurrence():
@@ -78,3 +86,41 @@ def test_scrub_without_secrets_returns_text():
     assert scrub("nothing here", set()) == "nothing here"
     assert scrub("", {"hunter22"}) == ""
     assert scrub("a b", {""}) == "a b"
+
+
+def test_scrub_masks_values_where_they_stand_as_values_only():
+    # a password `admin` leaves the name admin_user and the word administrator alone
+    assert scrub("admin_user=admin; administrator: admin.", {"admin"}) == "admin_user=********; administrator: ********."
+    assert scrub("echo 12345678 abc abcdef 9123456789", {"12345678", "abc"}) == "echo ******** ******** abcdef 9123456789"
+    assert scrub("u:p@ss!@host", {"p@ss!"}) == "u:********@host"
+    assert scrub("postgres://u:abc@h/db", {"abc"}) == "postgres://u:********@h/db"
+
+
+def test_derived_values_follow_templates_made_from_secrets():
+    from fleetops.engine.secrets import derived_values
+    from fleetops.engine.templating import Templar
+
+    variables = {"pin_secret": "abc", "plain": "abc", "user": "ops", "creds": {"db_password": 1234}}
+    args = {"cmd": "echo {{ pin_secret | b64encode }} {{ user | upper }}",
+            "nested": ["{{ creds.db_password * 2 }}", {"x": "{{ plain | upper }}"}]}
+    found = derived_values(Templar(), args, variables, {"abc"})
+    assert found == {"YWJj", "2468", "ABC"}            # not OPS: user is neither secret nor holds one
+
+
+def test_clean_keeps_names_and_host_keyed_stats():
+    from fleetops.engine.results import clean, clean_per_host
+
+    doc = {"admin": "admin", "x": {"admin_user": "admin"}}
+    assert clean(doc, {"admin"}) == {"admin": MASK, "x": {"admin_user": MASK}}
+    # hosts named like secrets are still hosts: their counters are not masked away
+    stats = {"keyhost-01": {"ok": 1}, "password-vault": {"ok": 2}, "key": {"ok": 3}}
+    assert clean_per_host(stats, {"x"}) == stats
+
+
+def test_a_secret_glued_into_a_word_masks_the_word():
+    from fleetops.engine.secrets import derived_values
+    from fleetops.engine.templating import Templar
+
+    found = derived_values(Templar(), "echo id{{ db_password }} x={{ db_password }}", {"db_password": "hunter2"}, set())
+    assert found == {"hunter2", "idhunter2"}
+    assert scrub("idhunter2 x=hunter2", found) == "******** x=********"

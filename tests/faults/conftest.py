@@ -33,9 +33,15 @@ def cli_env(env_extra=None) -> dict:
     return env
 
 
-def fleetops(*args, cwd, env_extra=None, timeout=600) -> subprocess.CompletedProcess:
-    """`python -m fleetops ARGS` to completion (text output)."""
-    return subprocess.run([sys.executable, "-m", "fleetops", *map(str, args)], cwd=cwd, env=cli_env(env_extra),
+def fleetops(*args, cwd, env_extra=None, timeout=600, test_payloads=False) -> subprocess.CompletedProcess:
+    """`python -m fleetops ARGS` to completion (text output); with test_payloads, through
+    tests/fault_injection.py so tests/payloads/ (selftest_crash) can be called too."""
+    if test_payloads:
+        from tests.fault_injection import TEST_PAYLOADS, __file__ as wrapper
+        head = [sys.executable, wrapper, "--payloads", TEST_PAYLOADS, "--"]
+    else:
+        head = [sys.executable, "-m", "fleetops"]
+    return subprocess.run([*head, *map(str, args)], cwd=cwd, env=cli_env(env_extra),
                           capture_output=True, text=True, timeout=timeout)
 
 

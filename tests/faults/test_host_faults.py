@@ -212,7 +212,7 @@ def test_binary_and_non_utf8_output_never_reach_the_terminal_raw(fleet, work):
     - name: after
       command: touch fault-after
 """)
-    proc = fleetops("run", pb, "-i", inv, "--results", work / "runs", cwd=work)
+    proc = fleetops("run", pb, "-i", inv, "--results", work / "runs", cwd=work, test_payloads=True)
     assert proc.returncode == 0, proc.stderr
     # nothing the hosts printed reached the terminal as control sequences; it is shown, harmlessly
     assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout and "\x1b" not in proc.stderr
@@ -237,7 +237,7 @@ def test_payload_that_crashes_with_a_traceback(fleet, work):
     - name: after
       command: touch fault-after
 """)
-    proc = fleetops("run", pb, "-i", inv, "--results", work / "runs", cwd=work)
+    proc = fleetops("run", pb, "-i", inv, "--results", work / "runs", cwd=work, test_payloads=True)
     assert proc.returncode == 2, proc.stderr
     line = [ln for ln in proc.stdout.splitlines() if "lab01" in ln and "failed" in ln]
     assert line and "payload selftest_crash failed (rc 1): RuntimeError: deliberate self-test crash" in line[0]

@@ -188,12 +188,13 @@ def args_for(root, **kw):
     return a
 
 
-def run_payload_subprocess(module, args, user=None, timeout=600):
-    """main(args) of fleetops.remote.<module> in a fresh python3 (optionally as another user)."""
+def run_payload_subprocess(module, args, user=None, timeout=600, inject=""):
+    """main(args) of fleetops.remote.<module> in a fresh python3 (optionally as another user);
+    `inject` is test source run in the module's namespace first (tests/fault_injection.py)."""
     import json
-    code = ("import json,sys; from fleetops.remote import %s as m; "
+    code = ("import json,sys; from fleetops.remote import %s as m; exec(sys.argv[2], m.__dict__); "
             "r = m.main(json.loads(sys.argv[1])); print('RESULT ' + json.dumps(r, default=repr))" % module)
-    cmd = [sys.executable, "-c", code, json.dumps(args)]
+    cmd = [sys.executable, "-c", code, json.dumps(args), inject]
     if user:
         cmd = ["runuser", "-u", user, "--"] + cmd
     p = subprocess.run(cmd, cwd=str(REPO), capture_output=True, text=True, timeout=timeout,

@@ -12,6 +12,7 @@ import pytest
 
 from fleetops.remote import hermes_swap, hermes_writers
 from tests.corpus import build
+from tests.fault_injection import SWAP_INTERRUPT_EXIT, swap_cut_source
 
 from .conftest import args_for, run_payload_subprocess, start_desktop
 
@@ -177,8 +178,8 @@ def test_interrupted_swap_is_finished_or_rolled_back(wal_home, tmp_path, k, pref
     new = make_new_db(tmp_path, db)
     new_sha = sha(new)
     rc, res, err = run_payload_subprocess("hermes_swap", args_for(
-        wal_home, new_db=str(new), quarantine_dir=qdir, expect_sha256=new_sha, _fail_after_step=k))
-    assert rc == hermes_swap.INTERRUPT_EXIT and res is None, err  # killed mid-swap, no answer
+        wal_home, new_db=str(new), quarantine_dir=qdir, expect_sha256=new_sha), inject=swap_cut_source(k))
+    assert rc == SWAP_INTERRUPT_EXIT and res is None, err  # killed mid-swap, no answer
     j = json.loads((wal_home / "fleetops" / "state" / "swap-journal.json").read_text())
     assert j["status"] == "pending"
     # writers must not start on a half-swapped store
@@ -216,8 +217,8 @@ def test_interrupted_swap_resolved_by_the_next_quarantine(wal_home, tmp_path):
     new = make_new_db(tmp_path, db)
     new_sha = sha(new)
     rc, _, err = run_payload_subprocess("hermes_swap", args_for(
-        wal_home, new_db=str(new), quarantine_dir=qdir, _fail_after_step=2))
-    assert rc == hermes_swap.INTERRUPT_EXIT, err
+        wal_home, new_db=str(new), quarantine_dir=qdir), inject=swap_cut_source(2))
+    assert rc == SWAP_INTERRUPT_EXIT, err
     assert os.path.exists(db) and not os.path.exists(str(db) + "-wal")  # wal and shm moved, db not yet
     r = hermes_swap.main(args_for(wal_home, action="quarantine"))
     assert not r["failed"] and r["recovered"]["decision"] == "finish", r["msg"]
@@ -240,12 +241,11 @@ def test_check_mode_changes_nothing(wal_home, tmp_path):
     assert image_shas(db) == before and new.exists()
 
 
-def test_swap_failure_hook_is_not_reachable_from_playbooks(tmp_path, monkeypatch):
-    """The kill-between-renames hook is for tests: no playbook argument or -e variable reaches
-    it; only the controller's environment does."""
+def test_no_fault_hook_in_the_product(tmp_path):
+    """Killing the swap between renames is the tests' own doing (tests/fault_injection.py): no
+    module argument, payload argument or environment variable of the product reaches one."""
     from fleetops.engine.playbook import load_playbook
     from fleetops.errors import BadInput
-    from fleetops.hermes import repair
     from fleetops.modules.registry import get_modules
 
     book = tmp_path / "p.yml"
@@ -253,15 +253,11 @@ def test_swap_failure_hook_is_not_reachable_from_playbooks(tmp_path, monkeypatch
         book.write_text(f"- hosts: all\n  tasks:\n    - {module}: {{fail_after_step: 1}}\n")
         with pytest.raises(BadInput, match=f"unknown argument 'fail_after_step' for module '{module}'"):
             load_playbook(str(book), get_modules())
-    repo = Path(__file__).resolve().parents[2]
-    assert "fail_after" not in (repo / "playbooks" / "repair.yml").read_text()
-    monkeypatch.delenv(repair.TEST_HOOK_ENV, raising=False)
-    pargs = {}
-    repair._test_hook(pargs)
-    assert pargs == {}
-    monkeypatch.setenv(repair.TEST_HOOK_ENV, "2")
-    repair._test_hook(pargs)
-    assert pargs == {"_fail_after_step": 2}
+    product = Path(hermes_swap.__file__).resolve().parents[1]
+    for path in product.rglob("*.py"):
+        text = path.read_text()
+        for word in ("fail_after", "FLEETOPS_TEST_", "selftest"):
+            assert word not in text, f"{path}: {word}"
 
 
 def test_cut_off_quarantine_is_set_aside_by_the_next(wal_home):

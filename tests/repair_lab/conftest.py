@@ -38,8 +38,14 @@ def seeder(lab, hermes_venv, tmp_path):
 
 
 def run_cli(lab, results, *args, playbook="playbooks/repair.yml", hermes_bin=None, timeout=900, popen=False,
-            env=None):
-    cmd = [sys.executable, "-m", "fleetops", "run", str(REPO / playbook), "-i", lab.inventory_path,
+            env=None, cut_swap_after=None):
+    """`fleetops run --json`; cut_swap_after=K runs it through tests/fault_injection.py, whose
+    swap payload dies after its K-th rename."""
+    head = [sys.executable, "-m", "fleetops"]
+    if cut_swap_after is not None:
+        from tests.fault_injection import __file__ as wrapper
+        head = [sys.executable, wrapper, "--cut-swap-after", str(cut_swap_after), "--"]
+    cmd = [*head, "run", str(REPO / playbook), "-i", lab.inventory_path,
            "--results", str(results), "--json", *FAST, *args]
     if hermes_bin:
         cmd += ["-e", f"hermes_bin={hermes_bin}"]

@@ -231,7 +231,7 @@ def test_controller_killed_mid_swap_then_rerun_finishes(lab, seeder, std_src, tm
     journal = Path(h["hermes"]) / "fleetops" / "state" / "swap-journal.json"
     results = tmp_path / "runs"
     ctl = run_cli(lab, results, "-l", name, hermes_bin=seeder.hermes, popen=True,
-                  env={"FLEETOPS_TEST_SWAP_FAIL_AFTER_STEP": "1"})
+                  cut_swap_after=1)
     try:
         end = time.monotonic() + 600
         while True:
@@ -239,7 +239,7 @@ def test_controller_killed_mid_swap_then_rerun_finishes(lab, seeder, std_src, tm
             if j.get("status") == "pending":
                 break
             assert ctl.poll() is None, "the controller ended before the swap was interrupted: " + \
-                ctl.stderr.read().decode()[-2000:]
+                ctl.stderr.read().decode()[-2000:] + ctl.stdout.read().decode()[-3000:]
             assert time.monotonic() < end, "no interrupted swap within 600 s"
             time.sleep(0.02)
         os.kill(ctl.pid, signal.SIGKILL)
