@@ -20,6 +20,7 @@ command -v sudo >/dev/null || missing+=(sudo)                  # become tests (s
 command -v crontab >/dev/null || missing+=(cron)               # the backup units' cron path
 command -v systemd-analyze >/dev/null || missing+=(systemd)    # `systemd-analyze verify` of the units
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)   # the PostgreSQL results store tests
+command -v chromium >/dev/null || missing+=(chromium)          # the report site, opened in a real headless browser
 # the mixed lab hosts (tests/mixed): arm64 root under qemu user-mode, roots built by debootstrap
 if [ "${FLEETOPS_LAB_SKIP_MIXED:-0}" = 0 ]; then
   [ -x /usr/sbin/debootstrap ] || missing+=(debootstrap)
