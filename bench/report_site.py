@@ -102,7 +102,8 @@ def make_store(results_dir: str, hosts: int, runs: int, templates: dict, seed: i
                 if not damaged:
                     steps = [("ok", {"msg": "healthy: untouched"})]
                 else:
-                    item = {"profile": "default", "path": "salvage", "verdict": state[hi],
+                    item = {"profile": "default", "path": "salvage",
+                            "verdict": templates[state[hi]]["databases"][0]["verdict"],
                             "loss_rows": rng.randrange(0, 40), "changed": True}
                     steps = [("changed", {"changed": True, "results": [item]}),
                              ("changed", {"changed": True, "results": [{"profile": "default", "swap": True,
