@@ -101,8 +101,10 @@
     var box = h("div", {id: "charts"});
     app.appendChild(box);
     if (!d.runs.length) { add(box, h("p", {text: "no audit runs recorded"})); return; }
-    S.chart(box, {title: "databases by verdict", x: x, marks: marks, ylabel: "databases",
-      series: d.verdicts.map(function (v) { return {label: v, color: VERDICT_COLORS[v]}; }),
+    // healthy on its own axis (right): a thousand healthy databases would flatten the damaged ones
+    S.chart(box, {title: "databases by verdict (healthy: right axis)", x: x, marks: marks, ylabel: "not healthy",
+      rlabel: "healthy",
+      series: d.verdicts.map(function (v) { return {label: v, color: VERDICT_COLORS[v], scale: v === "healthy" ? "r" : "y"}; }),
       ys: d.verdicts.map(function (v) { return d.runs.map(function (r) { return r.counts[v] || 0; }); })});
     S.chart(box, {title: "total errors (integrity and index checks)", x: x, marks: marks, ylabel: "errors",
       series: [{label: "errors", color: "#c62828"}], ys: [d.runs.map(function (r) { return r.errors; })]});

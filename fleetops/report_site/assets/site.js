@@ -145,13 +145,16 @@ var Site = (function () {
     el.appendChild(box);
     var marks = opts.marks || [];
     var series = [{}].concat(opts.series.map(function (s, i) {
-      return {label: s.label, stroke: s.color || PALETTE[i % PALETTE.length], width: 2,
+      return {label: s.label, stroke: s.color || PALETTE[i % PALETTE.length], width: 2, scale: s.scale || "y",
         spanGaps: true, points: {show: opts.x.length < 60}};
     }));
+    var axes = [{}, {scale: "y", label: opts.ylabel || "", size: 60}];
+    if (opts.series.some(function (s) { return s.scale === "r"; }))   // a second axis, on the right
+      axes.push({scale: "r", side: 1, label: opts.rlabel || "", size: 60, grid: {show: false}});
     var width = Math.max(320, Math.min(1100, (el.clientWidth || 900) - 20));
     var plot = new uPlot({
       title: opts.title, width: width, height: opts.height || 220, series: series,
-      axes: [{}, {label: opts.ylabel || "", size: 60}],
+      axes: axes,
       scales: {x: {time: true}},
       hooks: {draw: [function (u) {
         var ctx = u.ctx;
