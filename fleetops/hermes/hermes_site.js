@@ -51,7 +51,10 @@
         {key: "verdict", label: "verdict", render: function (r) { return S.badge(r.verdict); }},
         {key: "errors_total", label: "errors by object", desc: true,
           render: function (r) { return errorsText(r.errors_by_object); }},
-        {key: "holders", label: "holders"},
+        {key: "holders", label: "holders", render: function (r) {   // the whole list on hover
+          var t = r.holders || "-";
+          return t.length <= 110 ? t : h("span", {title: t, text: t.slice(0, 107) + "…"});
+        }},
         {key: "backup_age_hours", label: "backup age", cls: "num", render: function (r) { return S.fmtAge(r.backup_age_hours); }},
         {key: "wal_bytes", label: "WAL", cls: "num", desc: true, render: function (r) { return S.fmtMB(r.wal_bytes); }},
         {key: "warnings", label: "warnings", render: function (r) { return (r.warnings || []).join(", ") || "-"; }},
