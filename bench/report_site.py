@@ -90,8 +90,9 @@ def make_store(results_dir: str, hosts: int, runs: int, templates: dict, seed: i
                 for d in res["databases"]:
                     d["profile"] = "default"   # measured with db_path alone, which has no profile name
                     # a fleet in service: a WAL of some size, and a verified backup of some age
-                    d.setdefault("files", {}).setdefault("wal", {})["size"] = rng.randrange(0, 96 << 20)
-                    d.setdefault("backups", {})["newest_verified"] = {"age_hours": rng.uniform(0, 60)}
+                    files = d["files"] = d.get("files") or {}
+                    files["wal"] = dict(files.get("wal") or {}, size=rng.randrange(0, 96 << 20))
+                    d["backups"] = dict(d.get("backups") or {}, newest_verified={"age_hours": rng.uniform(0, 60)})
                     d["warnings"] = [w for w in d.get("warnings") or [] if w.get("code") != "no_verified_backup"]
                 audits[host] = res
                 steps = [("ok", {"msg": "All assertions passed"}), ("ok", res),

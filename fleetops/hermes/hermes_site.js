@@ -145,7 +145,7 @@
       {key: "detail", label: "detail", cls: "detail"},
       {key: "evidence", label: "evidence", render: function (r) {
         return (r.evidence || []).length ? r.evidence.map(function (e) {
-          return h("div", null, h("a", {href: e.href, "class": "evidence", text: e.name}), " ", h("span", {"class": "dim", text: S.fmtMB(e.bytes)}));
+          return h("div", null, h("a", {href: e.href, "class": "evidence", text: e.name}), " ", h("span", {"class": "dim", text: S.fmtSize(e.bytes)}));
         }) : "-";
       }}].filter(Boolean)});
   }

@@ -52,7 +52,9 @@ def host_status(counters: dict) -> str:
     for k in ("unreachable", "failed", "rescued", "ignored", "changed"):
         if counters.get(k):
             return k
-    return "ok" if counters.get("ok") else "skipped"
+    if counters.get("ok"):
+        return "ok"
+    return "skipped" if counters.get("skipped") else "not_run"   # in the play, but it stopped first
 
 
 def _durations(values: list) -> dict:

@@ -62,6 +62,7 @@ var Site = (function () {
     return (s / 60).toFixed(1) + " min";
   }
   function fmtMB(b) { return b === null || b === undefined ? "-" : (b / 1048576).toFixed(1) + " MB"; }
+  function fmtSize(b) { return b < 1048576 ? (b / 1024).toFixed(1) + " KB" : fmtMB(b); }
   function fmtAge(hours) {
     if (hours === null || hours === undefined) return "none";
     return hours < 48 ? hours.toFixed(1) + " h" : (hours / 24).toFixed(1) + " d";
@@ -181,7 +182,7 @@ var Site = (function () {
   function counters(c) {
     return ["ok", "changed", "unreachable", "failed", "skipped", "rescued", "ignored"].map(function (k) {
       var n = c[k] || 0;
-      return h("span", {"class": "ctr" + (n && k !== "ok" ? " c-" + k : ""), title: k, text: n});
+      return h("span", {"class": "ctr" + (n && k !== "ok" ? " c-" + k : "")}, k + " ", h("b", {text: n}));
     });
   }
   var COUNTER_COLS = ["ok", "changed", "unreachable", "failed", "skipped", "rescued", "ignored"].map(function (k) {
@@ -273,8 +274,10 @@ var Site = (function () {
         ["#", "task", "hosts", "outcome", "duration (median)"].map(function (c) { return h("th", {text: c}); }))), tb));
       app.appendChild(sec);
     });
+    var present = {};
+    rd.hosts.forEach(function (x) { present[x[3]] = (present[x[3]] || 0) + 1; });
     var sel = h("select", {id: "f-hstatus"}, h("option", {value: "", text: "any status"}),
-      STATUS_ORDER.map(function (s) { return h("option", {value: s, text: s}); }));
+      Object.keys(present).map(function (s) { return h("option", {value: s, text: s + " (" + present[s] + ")"}); }));
     var txt = h("input", {id: "f-htext", type: "search", placeholder: "host…"});
     var out = h("div", {"class": "result", id: "host-result"});
     add(app, [h("h2", {text: "Hosts"}), filterBar([sel, txt])]);
@@ -378,7 +381,7 @@ var Site = (function () {
   }
 
   var api = {put: put, load: load, h: h, add: add, clear: clear, table: table, chart: chart, badge: badge,
-    link: link, fmtTime: fmtTime, fmtDur: fmtDur, fmtMB: fmtMB, fmtAge: fmtAge, filterBar: filterBar,
+    link: link, fmtTime: fmtTime, fmtDur: fmtDur, fmtMB: fmtMB, fmtSize: fmtSize, fmtAge: fmtAge, filterBar: filterBar,
     pages: pages, hostSections: hostSections, start: start, fail: fail, PALETTE: PALETTE, data: data};
   return api;
 })();
