@@ -3,7 +3,7 @@
 (function (S) {
   var h = S.h, add = S.add;
   var VERDICT_COLORS = {healthy: "#2e7d32", fts_index_damage: "#f9a825", index_damage: "#ef6c00",
-    structural_corruption: "#c62828", unreadable: "#8e0000", retired_wal: "#6a1b9a", missing: "#757575",
+    structural_corruption: "#c62828", unreadable: "#8e0000", retired_wal: "#6a1b9a", not_persisting: "#d84315", missing: "#757575",
     unreachable: "#ad1457", audit_failed: "#d81b60"};
   var OUTCOME_COLORS = {"REPAIRED": "#2e7d32", "ROLLED BACK": "#ef6c00", "REFUSED": "#f9a825",
     "FAILED": "#c62828", "NOT SWAPPED": "#757575", "UNREACHABLE": "#ad1457"};
@@ -51,6 +51,11 @@
         {key: "verdict", label: "verdict", render: function (r) { return S.badge(r.verdict); }},
         {key: "errors_total", label: "errors by object", desc: true,
           render: function (r) { return errorsText(r.errors_by_object); }},
+        {key: "persisting", label: "persisting", render: function (r) {
+          if (!r.persisting) return "-";
+          return h("span", {"class": "p-" + r.persisting, text: r.persisting +
+            (r.write_errors ? " (" + r.write_errors + " write errors)" : "")});
+        }},
         {key: "holders", label: "holders", render: function (r) {   // the whole list on hover
           var t = r.holders || "-";
           return t.length <= 110 ? t : h("span", {title: t, text: t.slice(0, 107) + "…"});

@@ -35,7 +35,15 @@ def _audit_rows(reader, run_ids: set) -> list[dict]:
     return out
 
 
-def _fleet_now(rows: list[dict], started: dict, groups: dict) -> list[dict]:
+def _persistence(reader, run_ids: set) -> dict:
+    """{(run_id, host, profile): (persisting, write_errors)} where the audit recorded it."""
+    if not reader.has_table("audit_persistence"):
+        return {}
+    return {(rec[0], rec[1], rec[2]): (rec[3], rec[4]) for rec in reader.execute(
+        "SELECT run_id, host, profile, persisting, write_errors FROM audit_persistence") if rec[0] in run_ids}
+
+
+def _fleet_now(rows: list[dict], started: dict, groups: dict, persistence: dict | None = None) -> list[dict]:
     """Per host, the rows of the newest audit run that covered it, worst first."""
     newest: dict = {}
     for r in rows:
@@ -53,7 +61,9 @@ def _fleet_now(rows: list[dict], started: dict, groups: dict) -> list[dict]:
                     "warnings": _decode(r["warnings"], []), "reasons": _decode(r["reasons"], [])[:4],
                     "conditions": _decode(r["conditions"], []), "run_id": r["run_id"],
                     "run_key": safe_name(r["run_id"]), "host_key": safe_name(r["host"]),
-                    "groups": groups.get(r["host"], [])})
+                    "groups": groups.get(r["host"], []),
+                    "persisting": (persistence or {}).get((r["run_id"], r["host"], r["profile"]), (None, None))[0],
+                    "write_errors": (persistence or {}).get((r["run_id"], r["host"], r["profile"]), (None, None))[1]})
     return sort_rows(out)
 
 
@@ -87,7 +97,7 @@ def contribute(site) -> None:
     started = {rid: r["started"] or 0 for rid, r in runs.items()}
     rows = _audit_rows(site.reader, set(runs))
     groups = host_groups(site.runs)
-    fleet = _fleet_now(rows, started, groups)
+    fleet = _fleet_now(rows, started, groups, _persistence(site.reader, set(runs)))
     audit_run_ids = {r["run_id"] for r in rows}
     audit_runs = [r for r in site.runs if r["id"] in audit_run_ids]
 
