@@ -89,34 +89,59 @@ class FittedTable:
         self.columns, self.rows, self.title, self.key = columns, rows, title, key
         self.detail_when = detail_when or (lambda row: True)
 
-    def build(self, width: int) -> Table:
+    def _cell(self, c: Col, r, wide: bool):
+        return (c.narrow if (c.narrow and not wide) else c.cell)(r)
+
+    @staticmethod
+    def _len(v) -> int:
+        return (v if isinstance(v, Text) else Text.from_markup(str(v))).cell_len
+
+    def shown(self, width: int) -> list:
+        """The columns printed at this width. Narrow: without the wide-only ones, and then, while the
+        ids and the rest would not fit whole, without the rightmost other columns (shown under the
+        table instead): an id is never cut or wrapped to make room."""
         wide = width >= WIDE
         cols = [c for c in self.columns if wide or not c.wide_only]
+        if wide:
+            return cols
+
+        def need(cs):
+            return sum(max([self._len(c.short or c.header)] + [self._len(self._cell(c, r, False)) for r in self.rows])
+                       for c in cs) + 2 * (len(cs) - 1)
+        while need(cols) > width and any(not c.ident and not c.prose for c in cols):
+            cols.remove([c for c in cols if not c.ident and not c.prose][-1])
+        return cols
+
+    def build(self, width: int) -> Table:
+        wide = width >= WIDE
+        cols = self.shown(width)
         t = Table(title=self.title, title_justify="left", show_lines=False,
                   **({} if wide else {"box": box.SIMPLE_HEAD, "padding": (0, 1, 0, 0), "pad_edge": False,
                                       "show_edge": False}))
         for c in cols:
             # narrow cells are short by design: wrapping "none" into "non/e" helps nobody
             short_cell = c.ident or not (wide or c.prose)
-            t.add_column(c.header if wide or not c.short else c.short, justify=c.justify,
+            min_width = max([self._len(self._cell(c, r, wide)) for r in self.rows] or [0]) if c.ident else None
+            t.add_column(c.header if wide or not c.short else c.short, justify=c.justify, min_width=min_width,
                          no_wrap=short_cell, overflow="ellipsis" if short_cell else "fold")
         for r in self.rows:
-            t.add_row(*[(c.narrow if (c.narrow and not wide) else c.cell)(r) for c in cols])
+            t.add_row(*[self._cell(c, r, wide) for c in cols])
         return t
 
     def details(self, width: int) -> list:
         """Lines under a narrow table: the detail columns it left out, for the rows that have them."""
         if width >= WIDE or self.key is None:
             return []
+        shown = self.shown(width)
+        left_out = [c for c in self.columns if c not in shown and (c.detail or not c.wide_only)]
         out = []
         for r in filter(self.detail_when, self.rows):
             parts = []
-            for c in self.columns:
-                if c.wide_only and c.detail:
-                    v = c.cell(r)
-                    v = v.plain if isinstance(v, Text) else Text.from_markup(str(v)).plain
-                    if v not in ("", "-"):
-                        parts.append(f"{c.header} {v}")
+            for c in left_out:
+                v = c.cell(r)
+                v = v.plain if isinstance(v, Text) else Text.from_markup(str(v)).plain
+                if v not in ("", "-"):
+                    parts.append(f"{c.header} {v}")
             if parts:
                 out.append(Text.assemble((self.key(r), "bold"), " " + "; ".join(parts)))
         return out
