@@ -286,6 +286,8 @@ def cmd_report(args) -> int:
     results_dir, results_db = results_target(args.results)
     if not results_db and not os.path.exists(os.path.join(results_dir, DB_NAME)):
         raise BadInput("no runs recorded here yet (run a playbook first, or pass --results DIR)", where=results_dir)
+    if args.html:
+        return _report_html(args, results_dir, results_db)
     store = ResultsStore(results_dir, create=False, db_url=results_db)
     try:
         if args.list:
@@ -312,6 +314,25 @@ def cmd_report(args) -> int:
             report.render(run, _console(), audit=args.audit)
     finally:
         store.close()
+    return 0
+
+
+def _report_html(args, results_dir: str, results_db: str | None) -> int:
+    """`fleetops report --html DIR`: the static site, written from a read-only view of the store."""
+    from fleetops.engine.results_read import open_reader
+    from fleetops.report_site.build import build, parse_since
+
+    try:
+        since = parse_since(args.since)
+    except ValueError as exc:
+        raise BadInput(str(exc), where="--since") from None
+    out = os.path.abspath(args.html)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise BadInput("--html wants a directory, and this is a file", where=out)
+    with open_reader(results_dir, results_db) as reader:
+        figures = build(reader, out, since=since)
+    print(f"site written to {figures['out']}/index.html: {figures['runs']} runs, {figures['files']} files,"
+          f" {figures['bytes'] / 1048576:.1f} MB in {figures['seconds']:.1f} s")
     return 0
 
 
@@ -430,6 +451,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--results", metavar="DIR|URL", help=RESULTS_HELP)
     rp.add_argument("--list", action="store_true", help="list recent runs")
     rp.add_argument("--limit", type=_positive_int, default=20, metavar="N", help="with --list: how many")
+    rp.add_argument("--html", metavar="DIR", help="write a static site of runs, hosts and fleet health into DIR")
+    rp.add_argument("--since", metavar="WHEN", help="with --html: runs started since a date/time or an age (7d, 12h)")
     rp.set_defaults(func=cmd_report)
 
     lab = sub.add_parser("lab", help="a local demo fleet of real sshd servers")

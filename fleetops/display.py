@@ -6,9 +6,12 @@ same scrub/mask as the store, so a secret never reaches the terminal.
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
+from typing import Callable
 
+from rich import box
 from rich.console import Console, Group
 from rich.live import Live
 from rich.markup import escape
@@ -51,20 +54,116 @@ def excerpt(msg, limit: int = MSG_EXCERPT) -> str:
     return first + (" …" if more else "")
 
 
-def recap_table(stats: dict, title: str = "Recap") -> Table:
+WIDE = 120   # columns from which tables show every column with full headers and borders
+
+
+@dataclasses.dataclass
+class Col:
+    """One column of a FittedTable.
+
+    `cell(row)` gives the cell (rich markup string or Text); `narrow` an alternative for narrow
+    terminals; `short` a narrow header. `ident` cells (host names, run ids) are never wrapped.
+    `wide_only` columns are left out when narrow; with `detail` they come back as a line under
+    the table for the rows where they say something (`cell` returns "" or "-" when not).
+    """
+    header: str
+    cell: Callable
+    short: str | None = None
+    narrow: Callable | None = None
+    ident: bool = False
+    wide_only: bool = False
+    detail: bool = False
+    justify: str = "left"
+    prose: bool = False      # free text (task names, messages): wraps at any width
+
+
+class FittedTable:
+    """A table that picks columns, headers and borders for the width it is printed at.
+
+    At 80 columns (a CI log, a pager) it drops the wide-only columns, uses short headers and a
+    borderless layout, and never wraps an id; from WIDE columns up it shows everything.
+    """
+
+    def __init__(self, columns: list, rows: list, title: str | None = None, key: Callable | None = None,
+                 detail_when: Callable | None = None):
+        self.columns, self.rows, self.title, self.key = columns, rows, title, key
+        self.detail_when = detail_when or (lambda row: True)
+
+    def _cell(self, c: Col, r, wide: bool):
+        return (c.narrow if (c.narrow and not wide) else c.cell)(r)
+
+    @staticmethod
+    def _len(v) -> int:
+        return (v if isinstance(v, Text) else Text.from_markup(str(v))).cell_len
+
+    def shown(self, width: int) -> list:
+        """The columns printed at this width. Narrow: without the wide-only ones, and then, while the
+        ids and the rest would not fit whole, without the rightmost other columns (shown under the
+        table instead): an id is never cut or wrapped to make room."""
+        wide = width >= WIDE
+        cols = [c for c in self.columns if wide or not c.wide_only]
+        if wide:
+            return cols
+
+        def need(cs):
+            return sum(max([self._len(c.short or c.header)] + [self._len(self._cell(c, r, False)) for r in self.rows])
+                       for c in cs) + 2 * (len(cs) - 1)
+        while need(cols) > width and any(not c.ident and not c.prose for c in cols):
+            cols.remove([c for c in cols if not c.ident and not c.prose][-1])
+        return cols
+
+    def build(self, width: int) -> Table:
+        wide = width >= WIDE
+        cols = self.shown(width)
+        t = Table(title=self.title, title_justify="left", show_lines=False,
+                  **({} if wide else {"box": box.SIMPLE_HEAD, "padding": (0, 1, 0, 0), "pad_edge": False,
+                                      "show_edge": False}))
+        for c in cols:
+            # narrow cells are short by design: wrapping "none" into "non/e" helps nobody
+            short_cell = c.ident or not (wide or c.prose)
+            min_width = max([self._len(self._cell(c, r, wide)) for r in self.rows] or [0]) if c.ident else None
+            t.add_column(c.header if wide or not c.short else c.short, justify=c.justify, min_width=min_width,
+                         no_wrap=short_cell, overflow="ellipsis" if short_cell else "fold")
+        for r in self.rows:
+            t.add_row(*[self._cell(c, r, wide) for c in cols])
+        return t
+
+    def details(self, width: int) -> list:
+        """Lines under a narrow table: the detail columns it left out, for the rows that have them."""
+        if width >= WIDE or self.key is None:
+            return []
+        shown = self.shown(width)
+        left_out = [c for c in self.columns if c not in shown and (c.detail or not c.wide_only)]
+        out = []
+        for r in filter(self.detail_when, self.rows):
+            parts = []
+            for c in left_out:
+                v = c.cell(r)
+                v = v.plain if isinstance(v, Text) else Text.from_markup(str(v)).plain
+                if v not in ("", "-"):
+                    parts.append(f"{c.header} {v}")
+            if parts:
+                out.append(Text.assemble((self.key(r), "bold"), " " + "; ".join(parts)))
+        return out
+
+    def __rich_console__(self, console, options):
+        yield self.build(options.max_width)
+        yield from self.details(options.max_width)
+
+
+def recap_table(stats: dict, title: str = "Recap") -> FittedTable:
     """One row per host with the recap counters; non-zero failure columns coloured."""
-    table = Table(title=title, title_justify="left", show_lines=False)
-    table.add_column("host", style="bold")
-    for k in COUNTERS:
-        table.add_column(k, justify="right")
-    for host in sorted(stats):
-        c = stats[host] or {}
-        cells = []
-        for k in COUNTERS:
-            n = int(c.get(k, 0) or 0)
-            cells.append(Text(str(n), style=STYLES[k] if n and k != "ok" else ("green" if n else "dim")))
-        table.add_row(escape(printable(str(host))), *cells)
-    return table
+    def counter(k):
+        def cell(h):
+            n = int((stats[h] or {}).get(k, 0) or 0)
+            return Text(str(n), style=STYLES[k] if n and k != "ok" else ("green" if n else "dim"))
+        return cell
+
+    shorts = {"ok": "ok", "changed": "chg", "unreachable": "unr", "failed": "fail", "skipped": "skip",
+              "rescued": "resc", "ignored": "ign"}
+    cols = [Col("host", lambda h: Text(printable(str(h)), style="bold"), ident=True)]
+    cols += [Col(k, counter(k), short=shorts[k], justify="right") for k in COUNTERS]
+    return FittedTable(cols, sorted(stats), title=title)
 
 
 def recap_summary(stats: dict, rows: int = RECAP_ROWS) -> list:

@@ -8,13 +8,13 @@ from __future__ import annotations
 import datetime as _dt
 import importlib
 import inspect
+import os
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
-from fleetops.display import RUN_STYLES, STYLES, excerpt, recap_table
+from fleetops.display import RUN_STYLES, STYLES, Col, FittedTable, excerpt, recap_table
 from fleetops.engine.results import COUNTERS
 
 
@@ -117,18 +117,26 @@ def document_extras(run: dict, audit: bool = False) -> dict | None:
     return _call(mod.document, run, audit=audit)
 
 
+TASK_COLUMNS = [
+    Col("#", lambda r: r["index"], justify="right"),
+    Col("task", lambda r: escape(r["task"]), prose=True),
+    Col("host", lambda r: escape(r["host"]), ident=True),
+    Col("status", lambda r: Text(r["status"], style=STYLES.get(r["status"], ""))),
+    Col("time", lambda r: f"{r['duration']:.2f}s" if r.get("duration") is not None else "-", justify="right"),
+    Col("msg", lambda r: escape(r["msg"]), wide_only=True, detail=True, prose=True),
+]
+
+
 def render(run: dict, console: Console, audit: bool = False) -> None:
     """Header, plays with a task x host table each, recap, status."""
     style = RUN_STYLES.get(run["status"], "bold")
     console.print(f"[bold]run {escape(run['id'])}[/]  [{style}]{escape(status_label(run))}[/]"
-                  + (f"  exit {run['exit_code']}" if run.get("exit_code") is not None else ""), soft_wrap=True)
+                  + (f"  exit {run['exit_code']}" if run.get("exit_code") is not None else ""))
     dur = f"{run['duration']:.1f}s" if run.get("duration") is not None else "-"
-    console.print(f"playbook {escape(str(run.get('playbook')))} · inventory {escape(str(run.get('inventory')))}",
-                  soft_wrap=True)
+    console.print(f"playbook {escape(str(run.get('playbook')))} · inventory {escape(str(run.get('inventory')))}")
     console.print(f"started {_when(run.get('started'))} · ended {_when(run.get('ended'))} · {dur}"
                   f" · {escape(str(run.get('controller_user')))}@{escape(str(run.get('controller_host')))}"
-                  f" pid {run.get('controller_pid')} · fleetops {escape(str(run.get('fleetops_version')))}",
-                  soft_wrap=True)
+                  f" pid {run.get('controller_pid')} · fleetops {escape(str(run.get('fleetops_version')))}")
     opts = run.get("options") or {}
     flags = [k for k in ("check", "diff") if opts.get(k)]
     if flags:
@@ -139,46 +147,48 @@ def render(run: dict, console: Console, audit: bool = False) -> None:
         console.print(Text(""))
         batches = play["batches"]
         console.print(f"[bold blue]PLAY[/] [bold]{escape(str(play['name']))}[/] [dim]({len(play['hosts'])} host(s)"
-                      + (f", {len(batches)} batches" if len(batches) > 1 else "") + ")[/]", soft_wrap=True)
+                      + (f", {len(batches)} batches" if len(batches) > 1 else "") + ")[/]")
         if play.get("stopped_reason"):
-            console.print(f"[bold red]stopped:[/] {escape(str(play['stopped_reason']))}", soft_wrap=True)
+            console.print(f"[bold red]stopped:[/] {escape(str(play['stopped_reason']))}")
         if not play["tasks"]:
             console.print("[dim]no task results recorded[/]")
             continue
-        table = Table(show_lines=False)
-        table.add_column("#", justify="right")
-        table.add_column("task")
-        table.add_column("host")
-        table.add_column("status")
-        table.add_column("time", justify="right")
-        table.add_column("msg", overflow="fold")
+        rows = []
         for task in play["tasks"]:
             first = True
             for host in sorted(task["results"]):
                 r = task["results"][host]
                 st = r["status"]
                 msg = excerpt((r.get("result") or {}).get("msg"), 100) if st not in ("ok", "skipped") else ""
-                table.add_row(str(task["index"]) if first else "",
-                              escape(f"{task['name']} ({task['module']})") if first else "",
-                              escape(host), Text(st, style=STYLES.get(st, "")),
-                              f"{r['duration']:.2f}s" if r.get("duration") is not None else "-",
-                              escape(msg))
+                rows.append({"index": str(task["index"]) if first else "",
+                             "task": f"{task['name']} ({task['module']})" if first else "", "host": host,
+                             "status": st, "duration": r.get("duration"), "msg": msg})
                 first = False
+        table = FittedTable(TASK_COLUMNS, rows, key=lambda row: f"{row['host']}:",
+                            detail_when=lambda row: bool(row["msg"]))
         console.print(table)
     console.print(Text(""))
     console.print(recap_table(doc["stats"]))
     render_extras(run, console, audit=audit)
-    console.print(f"[{style}]{escape(status_label(run))}[/] · results in {escape(str(run.get('db_path') or run.get('results_dir')))}",
-                  soft_wrap=True)
+    console.print(f"[{style}]{escape(status_label(run))}[/] · results in "
+                  f"{escape(str(run.get('db_path') or run.get('results_dir')))}")
+
+
+def _when_short(ts) -> str:
+    return "-" if not ts else _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%m-%d %H:%M")
+
+
+LIST_COLUMNS = [
+    Col("run id", lambda r: escape(r["id"]), ident=True),
+    Col("started", lambda r: _when(r["started"]), narrow=lambda r: _when_short(r["started"]), ident=True),
+    Col("status", lambda r: Text(status_label(r), style=RUN_STYLES.get(r["status"], "")),
+        narrow=lambda r: Text(r["status"], style=RUN_STYLES.get(r["status"], ""))),
+    Col("exit", lambda r: "" if r.get("exit_code") is None else str(r["exit_code"]), justify="right"),
+    Col("playbook", lambda r: escape(str(r.get("playbook"))),
+        narrow=lambda r: escape(os.path.basename(str(r.get("playbook")))), prose=True),
+]
 
 
 def render_list(runs: list, console: Console) -> None:
     """`fleetops report --list`: recent runs, newest first."""
-    table = Table(title="runs", title_justify="left")
-    for col in ("run id", "started", "status", "exit", "playbook"):
-        table.add_column(col, no_wrap=col in ("run id", "started"))
-    for r in runs:
-        table.add_row(escape(r["id"]), _when(r["started"]),
-                      Text(status_label(r), style=RUN_STYLES.get(r["status"], "")),
-                      "" if r.get("exit_code") is None else str(r["exit_code"]), escape(str(r.get("playbook"))))
-    console.print(table)
+    console.print(FittedTable(LIST_COLUMNS, runs, title="runs"))

@@ -22,6 +22,7 @@ command -v systemd-analyze >/dev/null || missing+=(systemd)    # `systemd-analyz
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)   # the PostgreSQL results store tests
 { command -v pgrep && command -v ps; } >/dev/null || missing+=(procps)   # the tests find processes with them
 { command -v flock && command -v unshare; } >/dev/null || missing+=(util-linux)   # run lock tests
+command -v chromium >/dev/null || missing+=(chromium)          # the report site, opened in a real headless browser
 # the mixed lab hosts (tests/mixed): arm64 root under qemu user-mode, roots built by debootstrap
 if [ "${FLEETOPS_LAB_SKIP_MIXED:-0}" = 0 ]; then
   [ -x /usr/sbin/debootstrap ] || missing+=(debootstrap)

@@ -237,6 +237,30 @@ def pid_alive(pid: int | None, start: str | None) -> bool:
     return True
 
 
+def run_row(row) -> dict:
+    """A runs row as a dict: options and stats decoded, a dead controller's "running" shown as interrupted."""
+    run = dict(row)
+    run["options"] = json.loads(run["options"]) if run.get("options") else {}
+    run["stats"] = json.loads(run["stats"]) if run.get("stats") else None
+    run["recorded_status"] = run["status"]
+    run["status_note"] = None
+    if run["status"] == "running":
+        if run.get("controller_host") and run["controller_host"] != socket.gethostname():
+            run["status_note"] = f"running on {run['controller_host']}, or ended there without a record"
+        elif not pid_alive(run.get("controller_pid"), run.get("controller_pid_start")):
+            run["status"] = "interrupted"
+            run["status_note"] = "no end recorded"
+    run["duration"] = (run["ended"] - run["started"]) if run.get("ended") and run.get("started") else None
+    return run
+
+
+def host_dir_path(results_dir, run_id: str, host: str) -> Path:
+    """`<results_dir>/<run-id>/<host>/` with both names made safe as path components."""
+    safe = re.sub(r"[^A-Za-z0-9._@-]", "_", str(host)).lstrip(".") or "_"
+    run_safe = re.sub(r"[^A-Za-z0-9._-]", "_", str(run_id)).lstrip(".") or "_"
+    return Path(results_dir) / run_safe / safe
+
+
 # --- the store -----------------------------------------------------------------------------
 
 class ResultsStore(EventSink):
@@ -376,11 +400,8 @@ class ResultsStore(EventSink):
 
     def host_dir(self, run_id: str, host: str) -> str:
         """`<results_dir>/<run-id>/<host>/` (0700) for fetched files and reports."""
-        safe = re.sub(r"[^A-Za-z0-9._@-]", "_", str(host)).lstrip(".") or "_"
-        run_safe = re.sub(r"[^A-Za-z0-9._-]", "_", str(run_id)).lstrip(".") or "_"
-        run_dir = self.results_dir / run_safe
-        run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        path = run_dir / safe
+        path = host_dir_path(self.results_dir, run_id, host)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         path.mkdir(mode=0o700, exist_ok=True)
         os.chmod(path, 0o700)
         return str(path)
@@ -535,19 +556,7 @@ class ResultsStore(EventSink):
     # -- queries --
 
     def _run_row(self, row) -> dict:
-        run = dict(row)
-        run["options"] = json.loads(run["options"]) if run.get("options") else {}
-        run["stats"] = json.loads(run["stats"]) if run.get("stats") else None
-        run["recorded_status"] = run["status"]
-        run["status_note"] = None
-        if run["status"] == "running":
-            if run.get("controller_host") and run["controller_host"] != socket.gethostname():
-                run["status_note"] = f"running on {run['controller_host']}, or ended there without a record"
-            elif not pid_alive(run.get("controller_pid"), run.get("controller_pid_start")):
-                run["status"] = "interrupted"
-                run["status_note"] = "no end recorded"
-        run["duration"] = (run["ended"] - run["started"]) if run.get("ended") and run.get("started") else None
-        return run
+        return run_row(row)
 
     def list_runs(self, limit: int = 20) -> list[dict]:
         """Newest first."""

@@ -11,8 +11,8 @@ import json
 import threading
 
 from rich.markup import escape
-from rich.table import Table
 
+from fleetops.display import Col, FittedTable
 from fleetops.engine.events import EventSink
 from fleetops.modules.base import Arg, Module, TaskContext, result
 
@@ -224,21 +224,6 @@ def _age(h) -> str:
     return f"{h:.1f} h" if h < 48 else f"{h / 24:.1f} d"
 
 
-def fleet_table(rows: list[dict], title: str = "Hermes state.db audit") -> Table:
-    t = Table(title=title, title_justify="left", show_lines=False)
-    for col in ("host", "profile", "verdict", "errors by object", "persisting", "holders", "backup age", "WAL",
-                "warnings"):
-        t.add_column(col, overflow="fold")
-    for r in rows:
-        style = VERDICT_STYLES.get(r["verdict"], "bold")
-        t.add_row(escape(str(r["host"])), escape(str(r["profile"])), f"[{style}]{escape(str(r['verdict']))}[/]",
-                  escape(_fmt_errors(r.get("errors_by_object") or {})), _persisting_cell(r),
-                  escape(str(r.get("holders") or "-")),
-                  _age(r.get("backup_age_hours")), _mb(r.get("wal_bytes")),
-                  escape(", ".join(r.get("warnings") or []) or "-"))
-    return t
-
-
 PERSISTING_STYLES = {"no": "bold red", "errors": "yellow", "yes": "green"}
 
 
@@ -249,16 +234,53 @@ def _persisting_cell(r: dict) -> str:
     return f"[{style}]{escape(text)}[/]"
 
 
-def print_fleet(rows: list[dict], console, title: str = "Hermes state.db audit") -> None:
-    console.print(fleet_table(rows, title))
-    counts = {}
+def _mb_short(n) -> str:
+    return "-" if n is None else f"{n / 1048576:.1f}M"
+
+
+def _errors_short(r: dict) -> str:
+    return "-" if not r.get("errors_total") else str(r["errors_total"])
+
+
+# The fleet table's columns, in order: one entry per column (narrow terminals drop the wide-only
+# ones and show the `detail` ones as a line under the table).
+FLEET_COLUMNS = [
+    Col("host", lambda r: escape(str(r["host"])), ident=True),
+    Col("profile", lambda r: escape(str(r["profile"])), ident=True),
+    Col("verdict", lambda r: f"[{VERDICT_STYLES.get(r['verdict'], 'bold')}]{escape(str(r['verdict']))}[/]",
+        ident=True),
+    Col("errors by object", lambda r: escape(_fmt_errors(r.get("errors_by_object") or {})), short="errors",
+        narrow=_errors_short, justify="left"),
+    Col("persisting", _persisting_cell, wide_only=True, detail=True),
+    Col("holders", lambda r: escape(str(r.get("holders") or "-")), wide_only=True, detail=True),
+    Col("backup age", lambda r: _age(r.get("backup_age_hours")), short="backup"),
+    Col("WAL", lambda r: _mb(r.get("wal_bytes")), narrow=lambda r: _mb_short(r.get("wal_bytes")), justify="right"),
+    Col("warnings", lambda r: escape(", ".join(r.get("warnings") or []) or "-"), wide_only=True, detail=True),
+]
+
+
+def fleet_summary(rows: list[dict]) -> str:
+    """The one line that comes first: "12 databases on 10 hosts: 1 structural_corruption, 11 healthy"."""
+    counts: dict = {}
     for r in rows:
         counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
-    console.print(", ".join(f"{n} {v}" for v, n in sorted(counts.items(), key=lambda kv: -severity(kv[0]))))
+    hosts = len({r["host"] for r in rows})
+    return (f"{len(rows)} databases on {hosts} hosts: "
+            + ", ".join(f"{n} {v}" for v, n in sorted(counts.items(), key=lambda kv: -severity(kv[0]))))
+
+
+def fleet_table(rows: list[dict], title: str = "Hermes state.db audit") -> FittedTable:
+    return FittedTable(FLEET_COLUMNS, rows, title=title, key=lambda r: f"{r['host']} {r['profile']}:",
+                       detail_when=lambda r: r["verdict"] != "healthy" or r.get("persisting") in ("no", "errors"))
+
+
+def print_fleet(rows: list[dict], console, title: str = "Hermes state.db audit") -> None:
+    console.print(escape(fleet_summary(rows)))
+    console.print(fleet_table(rows, title))
     for r in rows:
         if r["verdict"] not in ("healthy",) and r.get("reasons"):
             console.print(f"[bold]{escape(str(r['host']))}[/] {escape(str(r['profile']))}: "
-                          + escape("; ".join(str(x) for x in r["reasons"][:4])), soft_wrap=True)
+                          + escape("; ".join(str(x) for x in r["reasons"][:4])))
     print_persistence_evidence(rows, console)
 
 
@@ -278,7 +300,7 @@ def print_persistence_evidence(rows: list[dict], console) -> None:
         elif wp.get("refused"):
             parts.append(f"write probe refused: {wp['refused']}")
         console.print(f"[bold]{escape(str(r['host']))}[/] {escape(str(r['profile']))} write errors in Hermes' logs: "
-                      + escape("; ".join(parts)), soft_wrap=True)
+                      + escape("; ".join(parts)))
 
 
 # --- collecting from the event stream ---------------------------------------------------------
@@ -467,6 +489,38 @@ def _series(values, fmt) -> str:
     return " → ".join(fmt(v) for v in values)
 
 
+def _runs_of(values) -> str:
+    """Consecutive repeats folded: "healthy x3 → fts_index_damage x2 → healthy"."""
+    out = []
+    for v in values:
+        if out and out[-1][0] == v:
+            out[-1][1] += 1
+        else:
+            out.append([v, 1])
+    return " → ".join(f"{v} x{n}" if n > 1 else str(v) for v, n in out)
+
+
+def _trend_col(header: str, key: str, fmt, short: str | None = None, wide_only: bool = False) -> Col:
+    """Every run's figure when wide; the first and the newest when narrow."""
+    def narrow(tr):
+        vals = [r[key] for r in tr["runs"]]
+        return fmt(vals[0]) if len(vals) < 2 else f"{fmt(vals[0])} → {fmt(vals[-1])}"
+    return Col(header, lambda tr: _series([r[key] for r in tr["runs"]], fmt), short=short, narrow=narrow,
+               wide_only=wide_only)
+
+
+TREND_COLUMNS = [
+    Col("host", lambda tr: escape(str(tr["host"])), ident=True),
+    Col("profile", lambda tr: escape(str(tr["profile"])), ident=True),
+    Col("runs", lambda tr: str(len(tr["runs"])), justify="right"),
+    Col("verdict", lambda tr: escape(_runs_of([r["verdict"] for r in tr["runs"]])), prose=True),
+    Col("persisting (write errors)", lambda tr: escape(_series(tr["runs"], _persisting_point)), wide_only=True),
+    _trend_col("errors", "errors_total", lambda v: "-" if v is None else str(v)),
+    _trend_col("WAL MB", "wal_bytes", lambda v: "-" if v is None else f"{v / 1048576:.1f}", wide_only=True),
+    _trend_col("backup age h", "backup_age_hours", lambda v: "none" if v is None else f"{v:.0f}", wide_only=True),
+]
+
+
 def render(run: dict, console, audit: bool = True) -> None:
     """`fleetops report --audit`: the fleet as this run saw it, then trends over the last runs."""
     if not audit:
@@ -481,18 +535,7 @@ def render(run: dict, console, audit: bool = True) -> None:
         console.print(repairs_table(doc["repairs"], title=f"repairs and rollbacks, run {run['id']}"))
         return
     print_fleet(doc["databases"], console, title=f"Hermes state.db audit, run {run['id']}")
-    t = Table(title="trends (oldest → newest)", title_justify="left")
-    for col in ("host", "profile", "runs", "verdict", "persisting (write errors)", "errors", "WAL MB",
-                "backup age h"):
-        t.add_column(col, overflow="fold")
-    for tr in doc["trends"]:
-        rs = tr["runs"]
-        t.add_row(escape(str(tr["host"])), escape(str(tr["profile"])), str(len(rs)),
-                  escape(_series([r["verdict"] for r in rs], str)),
-                  escape(_series(rs, _persisting_point)),
-                  _series([r["errors_total"] for r in rs], lambda v: "-" if v is None else str(v)),
-                  _series([r["wal_bytes"] for r in rs], lambda v: "-" if v is None else f"{v / 1048576:.1f}"),
-                  _series([r["backup_age_hours"] for r in rs], lambda v: "none" if v is None else f"{v:.0f}"))
+    t = FittedTable(TREND_COLUMNS, doc["trends"], title="trends (oldest → newest)")
     console.print(t)
     if doc["repairs"]:
         console.print(repairs_table(doc["repairs"], title="repairs and rollbacks in that time (oldest first)"))

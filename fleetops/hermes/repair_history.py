@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from rich.markup import escape
-from rich.table import Table
+from fleetops.display import Col, FittedTable
 
 STEP_MODULES = ("hermes_stop_writers", "hermes_quarantine", "hermes_repair", "hermes_swap", "hermes_verify",
                 "hermes_rollback")
@@ -125,15 +125,22 @@ def load_repairs(conn, upto: str, since: str | None = None) -> list[dict]:
     return out
 
 
-def repairs_table(rows: list[dict], title: str = "repairs and rollbacks") -> Table:
-    t = Table(title=title, title_justify="left")
-    for col in ("run", "host", "profile", "outcome", "was", "path", "rows lost", "detail"):
-        t.add_column(col, overflow="fold")
-    for r in rows:
-        style = OUTCOME_STYLES.get(r["outcome"], "bold")
-        detail = r.get("detail") or ""
-        t.add_row(escape(r["run_id"]), escape(str(r["host"])), escape(str(r["profile"] or "-")),
-                  f"[{style}]{escape(r['outcome'])}[/]", escape(str(r["verdict_before"] or "-")),
-                  escape(str(r["path"] or "-")), "-" if r["loss_rows"] is None else str(r["loss_rows"]),
-                  escape(detail if len(detail) <= 160 else detail[:157] + "..."))
-    return t
+def _detail(r: dict) -> str:
+    detail = r.get("detail") or ""
+    return escape(detail if len(detail) <= 160 else detail[:157] + "...")
+
+
+REPAIR_COLUMNS = [
+    Col("run", lambda r: escape(r["run_id"]), ident=True),
+    Col("host", lambda r: escape(str(r["host"])), ident=True),
+    Col("profile", lambda r: escape(str(r["profile"] or "-")), ident=True),
+    Col("outcome", lambda r: f"[{OUTCOME_STYLES.get(r['outcome'], 'bold')}]{escape(r['outcome'])}[/]"),
+    Col("was", lambda r: escape(str(r["verdict_before"] or "-")), wide_only=True, detail=True),
+    Col("path", lambda r: escape(str(r["path"] or "-")), wide_only=True, detail=True),
+    Col("rows lost", lambda r: "-" if r["loss_rows"] is None else str(r["loss_rows"]), wide_only=True, detail=True),
+    Col("detail", _detail, wide_only=True, detail=True, prose=True),
+]
+
+
+def repairs_table(rows: list[dict], title: str = "repairs and rollbacks") -> FittedTable:
+    return FittedTable(REPAIR_COLUMNS, rows, title=title, key=lambda r: f"{r['host']} {r['profile'] or '-'}:")
