@@ -29,8 +29,8 @@ SCHEMA_VERSION = 2
 DEFAULT_RESULTS_DIR = "fleetops-runs"
 DB_NAME = "runs.db"
 BUSY_TIMEOUT_MS = _backend.BUSY_TIMEOUT_MS
-BATCH_ROWS = 200        # task results written in one transaction at most
-BATCH_SECONDS = 0.5     # and none waits longer than this for its transaction
+BATCH_ROWS = 200        # task results written in one transaction at most; every task's are written
+BATCH_SECONDS = 0.5     # before the next task starts, and none waits longer than this
 REDACTED = "********"
 
 STATUSES = ("ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")
@@ -437,6 +437,10 @@ class ResultsStore(EventSink):
                 c.execute("INSERT INTO run_hosts(run_id, host, first_seen, last_seen) VALUES (?,?,?,?)"
                           " ON CONFLICT(run_id, host) DO NOTHING", (self.run_id, h, now, now))
         self._write(w)
+
+    def task_start(self, play_index, task_index, task_name, module, hosts):
+        """The previous task's results are in the store before the next task begins."""
+        self.flush()
 
     def batch_start(self, play_index, batch_index, hosts):
         def w(c):
