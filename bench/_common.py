@@ -105,19 +105,63 @@ def end_ssh_masters(control_dir: str) -> float:
     return total
 
 
-def measured(cmd: list, env: dict | None = None, cwd: str | None = None) -> dict:
+def tree_pss_mb(root: int) -> float:
+    """PSS (MB) summed over process `root` and its descendants, from /proc: a tool that runs
+    several processes (ansible-core's workers share most of their pages) is counted fairly."""
+    children: dict = {}
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{d}/stat", "rb") as f:
+                children.setdefault(int(f.read().rsplit(b")", 1)[-1].split()[1]), []).append(int(d))
+        except (OSError, ValueError, IndexError):
+            continue
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        todo.extend(children.get(pid, []))
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                total += next(int(ln.split()[1]) for ln in f if ln.startswith("Pss:"))
+        except (OSError, StopIteration, ValueError):
+            pass
+    return total / 1024
+
+
+def _timed_with_peak(cmd: list, env: dict | None, cwd: str | None) -> tuple:
+    """timed(), plus the largest PSS of the command's process tree, sampled every 0.2 s."""
+    import threading
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak, done = [0.0], threading.Event()
+
+    def sample():
+        while not done.wait(0.2):
+            peak[0] = max(peak[0], tree_pss_mb(p.pid))
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, err = p.communicate()
+    t = time.perf_counter() - t0
+    done.set()
+    sampler.join()
+    return t, p.returncode, out, err, peak[0]
+
+
+def measured(cmd: list, env: dict | None = None, cwd: str | None = None, memory: bool = False) -> dict:
     """Run a command: wall seconds, controller CPU (the tool's own process tree, with any ssh
     masters it left running), machine CPU (everything: the tool, the lab's sshd and the
-    host-side processes), rc, stdout, stderr."""
+    host-side processes), rc, stdout, stderr; with `memory`, the tree's peak PSS in MB."""
     c0, m0 = children_cpu(), machine_cpu()
-    t, rc, out, err = timed(cmd, env=env, cwd=cwd)
+    if memory:
+        t, rc, out, err, peak = _timed_with_peak(cmd, env, cwd)
+    else:
+        (t, rc, out, err), peak = timed(cmd, env=env, cwd=cwd), None
     ctl = children_cpu() - c0
     control_dir = (env or {}).get("ANSIBLE_SSH_CONTROL_PATH_DIR")
     if control_dir:
         ctl += end_ssh_masters(control_dir)
     mach = machine_cpu() - m0
     return {"wall": t, "controller_cpu": ctl, "machine_cpu": mach, "host_cpu": max(0.0, mach - ctl),
-            "rc": rc, "out": out, "err": err}
+            "rc": rc, "out": out, "err": err, "memory_mb": peak}
 
 
 def lab(n: int, state_dir: str, prefix: str):

@@ -2,11 +2,10 @@
 """Scale: one payload and the audit on 100, 300 and 1,000 lab hosts, fleetops beside ansible-core
 (pipelining on) and pyinfra (`exec`), the same hosts, the same forks, in the same run.
 
-For each tool and size it prints wall time, controller CPU (user + system of the tool's whole
-process tree, from the kernel's accounting of reaped children) and peak controller memory (the
-largest sum of PSS over the tool's process tree, sampled every 0.2 s: ansible-core and pyinfra
-run several processes, so one process's RSS would undercount them), then how each grows from the
-smallest size to the largest. The order of the tools rotates between repeats. Never asserts a time.
+For each tool and size it prints wall time, controller CPU (the tool's whole process tree, with
+the ssh masters ansible-core leaves behind) and peak controller memory (the largest sum of PSS
+over the tool's process tree, sampled every 0.2 s: ansible-core runs several processes, so one
+process's RSS would undercount it), then how each grows from the smallest size to the largest. The order of the tools rotates between repeats. Never asserts a time.
 
 The hosts are one lab of the largest size (16 hosts to an sshd, each its own port and user), each
 holding a small healthy state.db written by the real hermes-agent SessionDB; a smaller size uses
@@ -19,65 +18,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import ROOT, ansible_env, ensure_bench_venv, fleetops_env, lab as make_lab, median  # noqa: E402
+from _common import (ROOT, ansible_env, ensure_bench_venv, fleetops_env, lab as make_lab, measured, median,  # noqa: E402
+                     print_versions, rotated)
 from audit import seed, standalone_probe  # noqa: E402
 
 sys.path.insert(0, ROOT)
 PY_CMD = "import sqlite3; print(sqlite3.sqlite_version)"
-
-
-def tree_pss_kb(root: int) -> int:
-    """PSS (kB) summed over `root` and its descendants, from /proc."""
-    children: dict = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat", "rb") as f:
-                    ppid = int(f.read().rsplit(b")", 1)[-1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(d))
-    total, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        todo.extend(children.get(pid, []))
-        try:
-            with open(f"/proc/{pid}/smaps_rollup") as f:
-                total += next(int(ln.split()[1]) for ln in f if ln.startswith("Pss:"))
-        except (OSError, StopIteration, ValueError):
-            pass
-    return total
-
-
-def measured(cmd: list, env=None, cwd=None) -> dict:
-    """Run cmd; wall seconds, controller CPU seconds of its tree, peak PSS (MB), rc, output."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak = [0]
-    done = threading.Event()
-
-    def sample():
-        while not done.wait(0.2):
-            peak[0] = max(peak[0], tree_pss_kb(p.pid))
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    out, err = p.communicate()
-    wall = time.perf_counter() - t0
-    done.set()
-    sampler.join()
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"wall": wall, "cpu": cpu, "mem": peak[0] / 1024, "rc": p.returncode, "out": out, "err": err}
 
 
 def inventories(lab, n: int, workdir: str) -> dict:
@@ -105,15 +56,6 @@ def inventories(lab, n: int, workdir: str) -> dict:
     return {"fleetops": fo, "ansible": ini, "pyinfra": pyi}
 
 
-def versions(venv: str) -> dict:
-    def first(cmd):
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        return (p.stdout or p.stderr).strip().splitlines()[0] if (p.stdout or p.stderr).strip() else "?"
-    return {"fleetops": first([sys.executable, "-m", "fleetops", "--version"]),
-            "ansible-core": first([os.path.join(venv, "bin", "ansible"), "--version"]),
-            "pyinfra": first([os.path.join(venv, "bin", "pyinfra"), "--version"])}
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="100,300,1000")
@@ -125,6 +67,7 @@ def main() -> int:
     sizes = sorted(int(x) for x in opts.sizes.split(","))
 
     venv = ensure_bench_venv()
+    print_versions(venv)
     lab = make_lab(sizes[-1], opts.lab_dir, prefix="foscale")
     work = tempfile.mkdtemp(prefix="fleetops-bench-scale-")
     from tests.corpus import build
@@ -155,26 +98,25 @@ def main() -> int:
                                              "-m", "script", "-a", f"{probe} executable=/usr/bin/python3",
                                              "-f", forks, "-o"], "ansible"),
             }
-            order = list(cmds)
             for rep in range(opts.repeats):
-                for key in order[rep % len(order):] + order[:rep % len(order)]:
+                for key in rotated(list(cmds), rep):
                     cmd, env = cmds[key]
                     if env == "ansible":
-                        env = dict(ansible_env(lab, work), ANSIBLE_PIPELINING="True")
-                    m = measured(cmd, env=env, cwd=work)
+                        env = ansible_env(lab, work)          # pipelining on, strict host keys
+                    m = measured(cmd, env=env, cwd=work, memory=True)
                     ok = m["rc"] in (0, 5) if key == ("audit", "fleetops") else m["rc"] == 0
                     if not ok:
                         print(f"{key} on {n} hosts failed (rc {m['rc']}): {(m['out'] + m['err'])[-400:]}")
                         continue
                     rows.setdefault((key, n), []).append(m)
-                    print(f"{n:5d} hosts  {key[0]:8s} {key[1]:13s} {m['wall']:7.2f}s wall {m['cpu']:7.2f}s cpu "
-                          f"{m['mem']:7.1f} MB", flush=True)
+                    print(f"{n:5d} hosts  {key[0]:8s} {key[1]:13s} {m['wall']:7.2f}s wall "
+                          f"{m['controller_cpu']:7.2f}s controller cpu {m['memory_mb']:7.1f} MB", flush=True)
     finally:
         if not opts.keep_lab:
             lab.down()
         shutil.rmtree(work, ignore_errors=True)
 
-    print(f"\nforks {forks}, {opts.repeats} repeat(s), medians; versions: " + "; ".join(versions(venv).values()))
+    print(f"\nforks {forks}, {opts.repeats} repeat(s), medians (controller CPU, peak PSS of the tool's processes)")
     print(f"{'what':8s} {'tool':13s} " + " ".join(f"{n:>22d}" for n in sizes) + "   growth (largest/smallest)")
     for what, tool in cmds:
         cells, first, last = [], None, None
@@ -183,7 +125,7 @@ def main() -> int:
             if not ms:
                 cells.append(f"{'-':>22s}")
                 continue
-            w, c, mem = (median([m[k] for m in ms]) for k in ("wall", "cpu", "mem"))
+            w, c, mem = (median([m[k] for m in ms]) for k in ("wall", "controller_cpu", "memory_mb"))
             cells.append(f"{w:6.1f}s {c:6.1f}cpu {mem:5.0f}MB")
             first = first or (n, w, c, mem)
             last = (n, w, c, mem)
