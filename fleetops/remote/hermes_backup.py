@@ -410,13 +410,16 @@ def clean_stale_temps(dest, log, profile):
 
 
 def unique_names(dest, now):
+    """A name no backup of this second has had: past the highest suffix still there, so a name
+    that retention just removed is never given to a newer backup (the newest is always kept)."""
     base = "state-" + stamp(now)
-    n = 0
-    while True:
-        name = base if n == 0 else "%s-%d" % (base, n)
-        if not any(os.path.exists(os.path.join(dest, name + ext)) for ext in (".db", ".json")):
-            return name
-        n += 1
+    taken = [-1]
+    for name in os.listdir(dest):
+        mt = NAME_RE.match(name)
+        if mt and "state-" + mt.group(1) == base:
+            taken.append(int(mt.group(2) or 0))
+    n = max(taken) + 1
+    return base if n == 0 else "%s-%d" % (base, n)
 
 
 # ---------------------------------------------------------------- one profile

@@ -292,3 +292,16 @@ def test_job_version_is_the_package_version():
     """The manifest's fleetops_version must name the release that installed the job."""
     import fleetops
     assert hb.VERSION == fleetops.__version__
+
+
+def test_a_name_retention_removed_is_never_given_to_a_newer_backup(tmp_path):
+    """Several runs in one second: state-X.db was pruned, state-X-1.db (the newest) stays; the
+    next backup is state-X-2, never a second, different state-X.db."""
+    import datetime
+    from fleetops.remote import hermes_backup as hb
+    now = datetime.datetime(2026, 12, 1, 10, 0, 0, tzinfo=datetime.timezone.utc)
+    assert hb.unique_names(str(tmp_path), now) == "state-20261201T100000Z"
+    for ext in (".db", ".json"):
+        (tmp_path / f"state-20261201T100000Z-1{ext}").write_bytes(b"")
+        (tmp_path / f"state-20261201T095959Z{ext}").write_bytes(b"")
+    assert hb.unique_names(str(tmp_path), now) == "state-20261201T100000Z-2"
