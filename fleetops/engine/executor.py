@@ -24,6 +24,7 @@ from types import SimpleNamespace
 from fleetops.engine import results_backend as _results_backend
 from fleetops.engine import secrets as _secrets
 from fleetops.engine.events import EventSink
+from fleetops.engine.inventory import short_name
 from fleetops.engine.local import LocalTransport
 from fleetops.engine.payload import run_payload
 from fleetops.engine import runlock as _runlock
@@ -595,7 +596,7 @@ class _Run:
         results_dir = os.path.abspath(self.options.results_dir)
         return {
             "inventory_hostname": host,
-            "inventory_hostname_short": host.split(".", 1)[0],
+            "inventory_hostname_short": short_name(host),
             "groups": self.groups(),
             "hostvars": HostVars(self, pctx),
             "play_hosts": list(active),
@@ -634,7 +635,7 @@ class _Run:
         v.update(pctx.vars_files)
         v.update(persistent)
         v.update(self.options.extra_vars or {})
-        v.update(inventory_hostname=host, inventory_hostname_short=host.split(".", 1)[0])
+        v.update(inventory_hostname=host, inventory_hostname_short=short_name(host))
         return v
 
     @staticmethod

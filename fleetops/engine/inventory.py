@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import ipaddress
 import json
 import os
 import re
@@ -91,6 +92,7 @@ class Inventory:
         self.path = path
         self.hosts: dict[str, Host] = {}
         self.groups: dict[str, Group] = {}
+        self.all_own_hosts: list[str] = []   # hosts listed directly under `all`
         self._ssh_configs: dict = {}
 
     # -- variables
@@ -128,7 +130,7 @@ class Inventory:
         out = copy.deepcopy(out)
         host = self.hosts[hostname]
         out["inventory_hostname"] = hostname
-        out["inventory_hostname_short"] = hostname.split(".", 1)[0]
+        out["inventory_hostname_short"] = short_name(hostname)
         out["group_names"] = sorted(g for g in host.groups if g != "all")
         return out
 
@@ -143,9 +145,8 @@ class Inventory:
     # -- groups and patterns
 
     def group_hosts(self, name: str) -> list[str]:
-        """All hosts of a group and its descendants, in Ansible's order (own hosts first)."""
-        if name == "all":
-            return list(self.hosts)
+        """All hosts of a group and its descendants, in Ansible's order: own hosts first, then
+        each child's breadth first (for `all`: its own hosts, `ungrouped`, then the groups)."""
         seen: set = set()
         out: list[str] = []
         order = [name]
@@ -156,7 +157,8 @@ class Inventory:
                     order.append(child)
             i += 1
         for gname in order:
-            for h in self.groups[gname].hosts:
+            members = self.all_own_hosts if gname == "all" else self.groups[gname].hosts
+            for h in members:
                 if h not in seen:
                     seen.add(h)
                     out.append(h)
@@ -254,6 +256,15 @@ class Inventory:
                     raise bad(name, f"must be a number of seconds > 0, got {value!r}")
                 setattr(params, attr, seconds)
         return params
+
+
+def short_name(hostname: str) -> str:
+    """inventory_hostname_short: the name up to its first dot, but an IP address whole (as Ansible)."""
+    try:
+        ipaddress.ip_address(hostname)
+        return hostname
+    except ValueError:
+        return hostname.split(".", 1)[0]
 
 
 def _bool(value):
@@ -568,9 +579,13 @@ class _Builder:
         for name, g in inv.groups.items():
             for h in g.hosts:
                 member_of[h].add(name)
+        # `ungrouped` holds exactly the hosts in no other group, wherever they were first listed
+        ungrouped.hosts = [h for h in ungrouped.hosts if not (member_of[h] - {"all", "ungrouped"})]
         for h, groups in member_of.items():
-            if not (groups - {"all", "ungrouped"}) and h not in ungrouped.hosts:
+            groups.discard("ungrouped")
+            if not (groups - {"all"}) and h not in ungrouped.hosts:
                 ungrouped.hosts.append(h)
+        inv.all_own_hosts = list(all_group.hosts)
         all_group.hosts = list(inv.hosts)
         for h, groups in member_of.items():
             if h in ungrouped.hosts:
@@ -595,6 +610,9 @@ def _parse_yaml(b: _Builder, text: str, path: str) -> None:
     if not isinstance(data, dict):
         raise BadInput(f"a YAML inventory must be a mapping of groups (such as 'all:'), got {_kind(data)}",
                        where=getattr(data, "pos", None) or path)
+    if isinstance(data.get("plugin"), str):
+        raise BadInput(f"inventory plugin configuration (plugin: {data['plugin']}) is not supported: "
+                       "fleetops reads INI and YAML inventories", where=data.key_pos["plugin"])
     for name, gdata in data.items():
         _yaml_group(b, name, gdata, data.key_pos[name])
 
@@ -681,9 +699,6 @@ def parse_ini_value(text: str):
         return text
 
 
-_IPV6_HOST_RE = re.compile(r"^\[[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*\](:\d+)?(\s|$)")
-
-
 def _parse_ini(b: _Builder, text: str, path: str) -> None:
     group, state = "ungrouped", "hosts"
     declared: set = {"all", "ungrouped"}
@@ -708,7 +723,7 @@ def _parse_ini(b: _Builder, text: str, path: str) -> None:
             else:
                 declared.add(group)
             continue
-        if line.startswith("[") and (line.endswith("]") or not _IPV6_HOST_RE.match(line)):
+        if line.startswith("[") and line.endswith("]"):
             raise BadInput(f"invalid section header '{line}' (expected [group], [group:children] "
                            f"or [group:vars], without spaces)", where=where)
         if state == "hosts":
@@ -873,17 +888,45 @@ def detect_format(path: str, text: str) -> str:
     return "ini"
 
 
+# what ansible-core skips in an inventory directory (its INVENTORY_IGNORE_EXTS default)
+IGNORED_EXTENSIONS = (".pyc", ".pyo", ".swp", ".bak", "~", ".rpm", ".md", ".txt", ".rst", ".orig",
+                      ".cfg", ".retry")
+VARS_DIRS = ("group_vars", "host_vars")
+
+
+def inventory_files(directory: str) -> list:
+    """The inventory files of a directory, as ansible-core reads it: sorted, subdirectories
+    recursed, hidden and ignored-extension files, group_vars/ and host_vars/ left out."""
+    found = []
+    for entry in sorted(os.listdir(directory)):
+        full = os.path.join(directory, entry)
+        if entry.startswith(".") or entry.endswith(IGNORED_EXTENSIONS):
+            continue
+        if os.path.isdir(full):
+            if entry not in VARS_DIRS:
+                found.extend(inventory_files(full))
+        elif os.path.isfile(full):
+            found.append(full)
+    return found
+
+
 def load_inventory(path: str) -> Inventory:
-    """Load an inventory file (YAML or INI) and the group_vars/, host_vars/ beside it."""
+    """Load an inventory file (YAML or INI), or every inventory file of a directory, and the
+    group_vars/, host_vars/ beside the file (or inside the directory)."""
     path = os.fspath(path)
-    if os.path.isdir(path):
-        raise BadInput("is a directory; give the inventory file inside it", where=path)
-    text = _read_text(path)
     b = _Builder(path)
-    if detect_format(path, text) == "yaml":
-        _parse_yaml(b, text, path)
+    if os.path.isdir(path):
+        files, base = inventory_files(path), path
+        if not files:
+            raise BadInput("inventory directory holds no inventory file", where=path)
     else:
-        _parse_ini(b, text, path)
+        files, base = [path], os.path.dirname(path)
+    for f in files:
+        text = _read_text(f)
+        if detect_format(f, text) == "yaml":
+            _parse_yaml(b, text, f)
+        else:
+            _parse_ini(b, text, f)
     inv = b.finish()
-    _load_vars_dirs(inv, os.path.dirname(path))
+    _load_vars_dirs(inv, base)
     return inv

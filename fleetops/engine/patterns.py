@@ -127,7 +127,8 @@ def _match_element(body: str, inventory, pattern: str) -> list:
 
 
 def match(pattern: str, inventory) -> list:
-    """Host names matching `pattern`, in inventory order; [] when nothing matches (the caller decides).
+    """Host names matching `pattern`, in Ansible's order (each element's hosts as its groups list
+    them, unions appended); [] when nothing matches (the caller decides).
 
     `inventory` needs `.hosts` (ordered name -> host), `.groups` (name -> group)
     and `.group_hosts(name)` (hosts of a group and its descendants).
@@ -144,4 +145,4 @@ def match(pattern: str, inventory) -> list:
         else:
             for h in found:
                 selected.pop(h, None)
-    return [h for h in inventory.hosts if h in selected]
+    return list(selected)
