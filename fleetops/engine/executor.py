@@ -646,8 +646,11 @@ class _Run:
     def params_for(self, host: str) -> ConnParams:
         p = self._params.get(host)
         if p is None:
-            inv = self.inventory_vars(host)
-            p = self.inventory.connection_params(host, render=lambda value: self.templar.render(value, inv))
+            extra = self.options.extra_vars or {}
+            env = self.inventory.template_vars(host, extra)
+            env["playbook_dir"] = self.playbook_dir
+            p = self.inventory.connection_params(host, render=lambda value: self.templar.render(value, env),
+                                                 extra_vars=extra)
             if self.options.known_hosts:
                 p.known_hosts = self.options.known_hosts
             p.accept_new_host_keys = bool(p.accept_new_host_keys or self.options.accept_new_host_keys)
@@ -680,8 +683,7 @@ class _Run:
                 params = self.params_for(host)
             except (BadInput, TemplateError) as e:
                 raise Unreachable(f"{host}: {e}") from None
-            connection = str(self.inventory_vars(host).get("ansible_connection") or "")
-            st.transport = LocalTransport(params) if connection == "local" else self.transport_factory(params)
+            st.transport = LocalTransport(params) if params.connection == "local" else self.transport_factory(params)
         if st.busy:
             raise HostBusy(st.busy)
         if not st.connected:

@@ -15,6 +15,7 @@ import os
 import re
 import shlex
 import string
+import sys
 import warnings
 
 import yaml
@@ -22,6 +23,7 @@ import yaml
 from fleetops.errors import BadInput
 from fleetops.engine import patterns as _patterns
 from fleetops.engine import sshconfig as _sshconfig
+from fleetops.engine.templating import TemplateError
 from fleetops.engine.transport import ConnParams
 
 VARS_EXTENSIONS = (".yml", ".yaml", ".json")
@@ -174,15 +176,28 @@ class Inventory:
 
     # -- connection
 
-    def connection_params(self, hostname: str, ssh_config_path: str | None = None,
-                          render=None) -> ConnParams:
-        """Resolve how to reach a host: fleetops_* vars > ansible_* vars > ssh_config > defaults.
+    def template_vars(self, hostname: str, extra_vars: dict | None = None) -> dict:
+        """What a connection variable may template: the host's inventory variables, the magic
+        variables known before any task (groups, ansible_playbook_python) and -e, which wins."""
+        out = self.get_vars(hostname)
+        out["groups"] = self.groups_map()
+        out["ansible_playbook_python"] = sys.executable
+        out.update(extra_vars or {})
+        return out
 
-        `render`, if given, templates a variable value (the executor passes its
-        Jinja2 renderer); without it a templated connection variable is BadInput.
+    def connection_params(self, hostname: str, ssh_config_path: str | None = None,
+                          render=None, extra_vars: dict | None = None) -> ConnParams:
+        """Resolve how to reach a host: -e > fleetops_* vars > ansible_* vars > ssh_config > defaults.
+
+        As in Ansible, `-e ansible_host=...` (or port, user, key file) changes where fleetops
+        connects. `render` templates a templated value (the caller passes its Jinja2 renderer
+        over `template_vars`); without it a templated connection variable is BadInput.
         """
         variables = self.get_vars(hostname)
         origins = self.var_origins(hostname)
+        for key, value in (extra_vars or {}).items():
+            variables[key] = value
+            origins[key] = "-e"
 
         def pick(*names):
             for n in names:
@@ -192,9 +207,14 @@ class Inventory:
                 if isinstance(value, str) and ("{{" in value or "{%" in value):
                     if render is None:
                         raise BadInput(f"host '{hostname}': connection variable '{n}' is a template "
-                                       f"({value!r}); it must be resolved by the executor",
+                                       f"({value!r}) and nothing here can render it",
                                        where=origins.get(n) or self.path)
-                    value = render(value)
+                    try:
+                        value = render(value)
+                    except TemplateError as exc:
+                        raise BadInput(f"host '{hostname}': connection variable '{n}': {exc.msg} (inventory "
+                                       "variables, -e, groups and ansible_playbook_python apply here)",
+                                       where=origins.get(n) or self.path) from None
                 return n, value
             return None, None
 
@@ -241,6 +261,9 @@ class Inventory:
             proxy_jump=as_str(jump_var, jump_value) if jump_var else ssh.proxy_jump,
             known_hosts=os.path.expanduser(as_str(kh_var, kh_value)) if kh_var else None,
         )
+        conn_var, conn_value = pick("ansible_connection")
+        if conn_var:
+            params.connection = as_str(conn_var, conn_value)
         bvar, bvalue = pick("fleetops_become", "ansible_become")
         if bvar:
             flag = _bool(bvalue)
