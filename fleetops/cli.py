@@ -186,6 +186,11 @@ def cmd_run(args) -> int:
 
     extra_vars = parse_extra_vars(args.extra_vars)
     loaded = runner.load(bundled.resolve(args.playbook), args.inventory, extra_vars, limit=args.limit, note_secrets=_SECRETS.update)
+    if args.list_hosts or args.list_tasks:
+        from fleetops.engine.listing import outline
+        print(outline(loaded.playbook, loaded.inventory, args.limit, hosts=args.list_hosts, tasks=args.list_tasks,
+                      only=set(_split_tags(args.tags)), skip=set(_split_tags(args.skip_tags))), end="")
+        return 0
     results_dir, results_db = results_target(args.results)
     options = RunOptions(
         limit=args.limit, tags=set(_split_tags(args.tags)), skip_tags=set(_split_tags(args.skip_tags)),
@@ -431,6 +436,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--accept-new-host-keys", action="store_true",
                    help="accept and record unknown host keys (never changed ones)")
     r.add_argument("--known-hosts", metavar="FILE", help="known_hosts file (default ~/.ssh/known_hosts)")
+    r.add_argument("--list-hosts", action="store_true", help="print the hosts each play would run on, as ansible-playbook does; run nothing")
+    r.add_argument("--list-tasks", action="store_true", help="print the tasks each play would run, as ansible-playbook does; run nothing")
     r.set_defaults(func=cmd_run)
 
     pb = sub.add_parser("playbooks", help="the bundled playbooks: what each does and takes; --copy one out")

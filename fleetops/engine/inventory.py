@@ -95,15 +95,27 @@ class Inventory:
         self.hosts: dict[str, Host] = {}
         self.groups: dict[str, Group] = {}
         self.all_own_hosts: list[str] = []   # hosts listed directly under `all`
+        self.implicit: dict[str, Host] = {}  # the implicit localhost, once a pattern asked for it
         self._ssh_configs: dict = {}
 
     # -- variables
 
     def _host(self, hostname: str) -> Host:
-        try:
-            return self.hosts[hostname]
-        except KeyError:
-            raise BadInput(f"unknown host '{hostname}' (not in the inventory)", where=self.path) from None
+        host = self.hosts.get(hostname) or self.implicit.get(hostname)
+        if host is None:
+            raise BadInput(f"unknown host '{hostname}' (not in the inventory)", where=self.path)
+        return host
+
+    def implicit_host(self, name: str) -> Host:
+        """ansible-core's implicit localhost: a `localhost` / `127.0.0.1` pattern that matches no
+        inventory host gives this one, a local connection with the controller's Python, in no
+        group but `all` (whose variables it gets) and never part of `all`'s hosts."""
+        host = self.implicit.get(name)
+        if host is None:
+            host = self.implicit[name] = Host(name, self.path)
+            host.groups = ["all"]
+            host.inventory_vars = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+        return host
 
     def _layers(self, hostname: str):
         """(vars, where) pairs lowest precedence first, as ansible-core's VariableManager merges them.
@@ -130,7 +142,7 @@ class Inventory:
         for layer, _ in self._layers(hostname):
             out.update(layer)
         out = copy.deepcopy(out)
-        host = self.hosts[hostname]
+        host = self._host(hostname)
         out["inventory_hostname"] = hostname
         out["inventory_hostname_short"] = short_name(hostname)
         out["group_names"] = sorted(g for g in host.groups if g != "all")
@@ -186,11 +198,12 @@ class Inventory:
         return out
 
     def connection_params(self, hostname: str, ssh_config_path: str | None = None,
-                          render=None, extra_vars: dict | None = None) -> ConnParams:
+                          render=None, extra_vars: dict | None = None,
+                          remote_user: str | None = None) -> ConnParams:
         """Resolve how to reach a host: -e > fleetops_* vars > ansible_* vars > ssh_config > defaults.
 
         As in Ansible, `-e ansible_host=...` (or port, user, key file) changes where fleetops
-        connects. `render` templates a templated value (the caller passes its Jinja2 renderer
+        connects, and a play's or task's `remote_user` applies only where no user variable is set. `render` templates a templated value (the caller passes its Jinja2 renderer
         over `template_vars`); without it a templated connection variable is BadInput.
         """
         variables = self.get_vars(hostname)
@@ -239,7 +252,7 @@ class Inventory:
             port = ssh.port or 22
 
         user_var, user_value = pick("fleetops_user", "ansible_user", "ansible_ssh_user")
-        user = as_str(user_var, user_value) if user_var else ssh.user
+        user = as_str(user_var, user_value) if user_var else (remote_user or ssh.user)
 
         key_var, key_value = pick("fleetops_ssh_private_key_file", "fleetops_private_key_file",
                                   "ansible_ssh_private_key_file", "ansible_private_key_file")

@@ -14,6 +14,7 @@ from fleetops.errors import BadInput
 
 _SUBSCRIPT_RE = re.compile(r"^(.+)\[(?:(-?[0-9]+)|([0-9]*)([:-])([0-9]*))\]$")
 _GLOB_CHARS = (".", "?", "*", "[")
+IMPLICIT_LOCALHOST = ("localhost", "127.0.0.1")   # matched even when not in the inventory (as Ansible)
 
 
 def split_pattern(pattern: str) -> list:
@@ -112,6 +113,9 @@ def _match_element(body: str, inventory, pattern: str) -> list:
             if h not in seen and matcher(h):
                 seen.add(h)
                 hosts.append(h)
+    if not hosts and base in IMPLICIT_LOCALHOST and hasattr(inventory, "implicit_host"):
+        inventory.implicit_host(base)
+        hosts = [base]
     if sub is not None:
         start, end = sub
         if end is None:

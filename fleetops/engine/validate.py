@@ -92,7 +92,7 @@ class _Checker:
             self.check_tree(v, known, kw, guards)
 
     def task(self, task: Task, known: set, guards: frozenset, rescue: bool = False):
-        scope = set(known) | set(task.vars)
+        scope = set(known) | set(task.vars) | set(task.defaults)
         if rescue:
             scope |= RESCUE_VARS
         if task.loop is not None:
