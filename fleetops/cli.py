@@ -189,7 +189,8 @@ def cmd_run(args) -> int:
     if args.list_hosts or args.list_tasks:
         from fleetops.engine.listing import outline
         print(outline(loaded.playbook, loaded.inventory, args.limit, hosts=args.list_hosts, tasks=args.list_tasks,
-                      only=set(_split_tags(args.tags)), skip=set(_split_tags(args.skip_tags))), end="")
+                      only=set(_split_tags(args.tags)), skip=set(_split_tags(args.skip_tags)),
+                      extra_vars=extra_vars), end="")
         return 0
     results_dir, results_db = results_target(args.results)
     options = RunOptions(

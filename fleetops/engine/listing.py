@@ -7,6 +7,7 @@ only a block's `block:` part is listed, handlers and implicit handler flushes ar
 from __future__ import annotations
 
 from fleetops.engine.executor import tags_match
+from fleetops.engine.templating import Templar, TemplateError
 
 DYNAMIC = ("include_tasks", "include_role")
 
@@ -27,13 +28,20 @@ def _task_lines(tasks, play_tags: set, only: set, skip: set) -> list:
 
 
 def outline(book, inventory, limit: str | None = None, hosts: bool = True, tasks: bool = True,
-            only: set | None = None, skip: set | None = None) -> str:
+            only: set | None = None, skip: set | None = None, extra_vars: dict | None = None) -> str:
     """The text ansible-playbook --list-hosts --list-tasks prints for this playbook and inventory."""
     lines = ["", f"playbook: {book.path}"]
     allowed = set(inventory.select(limit)) if limit else None
+    templar = Templar()
     for i, play in enumerate(book.plays):
+        name = play.name
+        if Templar.is_template(name):       # ansible-core shows the name rendered from play vars and -e
+            try:
+                name = templar.render(name, {**play.vars, **(extra_vars or {})})
+            except TemplateError:
+                pass
         lines.append("")
-        lines.append(f"  play #{i + 1} ({','.join(play.hosts_written)}): {play.name}\tTAGS: [{','.join(play.tags)}]")
+        lines.append(f"  play #{i + 1} ({','.join(play.hosts_written)}): {name}\tTAGS: [{','.join(play.tags)}]")
         if hosts:
             selected = [h for h in inventory.select(play.hosts) if allowed is None or h in allowed]
             lines.append(f"    pattern: {play.hosts_written!r}")

@@ -348,7 +348,12 @@ def set_limit(play: Play, key: str, rendered) -> None:
     """Set a templated serial / max_fail_percentage from its rendered value, checked as the
     literal forms are; a bad value is a BadInput at the template's line."""
     where = play.limit_templates[key][1]
-    if key in PLAY_BOOL_KEYS:
+    if key in ("strategy", "order"):
+        choices = STRATEGIES if key == "strategy" else ORDERS
+        if rendered not in choices:
+            raise BadInput(f"'{key}' must render to one of {', '.join(choices)}, not {rendered!r}", where=where)
+        setattr(play, key, rendered)
+    elif key in PLAY_BOOL_KEYS:
         flag = rendered if isinstance(rendered, bool) else {
             "true": True, "yes": True, "on": True, "1": True,
             "false": False, "no": False, "off": False, "0": False, "": False}.get(str(rendered).strip().lower())
@@ -382,7 +387,7 @@ def _play(m, base_dir: str, modules: dict, index: int, path: str) -> Play:
                        where=m.value_where("hosts"))
     play.hosts = hosts.strip()
     play.hosts_written = [h.strip() for h in m["hosts"]] if isinstance(m["hosts"], list) else [play.hosts]
-    play.name = _want_str(m, "name", default=play.hosts)
+    play.name = _want_str(m, "name", default=",".join(play.hosts_written))
     play.vars = _want_vars(m, "vars")
     raw_files = m.get("vars_files")
     if raw_files is not None:
@@ -414,8 +419,12 @@ def _play(m, base_dir: str, modules: dict, index: int, path: str) -> Play:
     play.tags = _want_str_list(m, "tags", split_commas=True)
     play.become_user = _want_str(m, "become_user")
     play.remote_user = _want_str(m, "remote_user")
-    play.strategy = _want_choice(m, "strategy", STRATEGIES, "linear")
-    play.order = _want_choice(m, "order", ORDERS, "inventory")
+    for key, choices, default in (("strategy", STRATEGIES, "linear"), ("order", ORDERS, "inventory")):
+        if is_template(m.get(key)):
+            play.limit_templates[key] = (str(m[key]), m.value_where(key))
+            setattr(play, key, default)
+        else:
+            setattr(play, key, _want_choice(m, key, choices, default))
     ctx = _Load(modules=modules, playbook_dir=base_dir)
     inherited = _Inherit(tags=list(play.tags), become=play.become, become_user=play.become_user,
                          remote_user=play.remote_user, base_dir=base_dir, load=ctx)
@@ -995,14 +1004,15 @@ def _role_vars_file(role_path: str, sub: str, name: str, where: str, required: b
     return data
 
 
-def _role(name: str, inh: _Inherit, params: dict, where: str, froms: dict, once: bool = True) -> list:
+def _role(name: str, inh: _Inherit, params: dict, where: str, froms: dict, once: bool = True,
+          entry_vars: dict | None = None, parent: str | None = None) -> list:
     """A role's tasks (its meta dependencies first), with its defaults, vars and params; its handlers
     join the play's. As ansible-core, a role listed twice with the same params runs once (`roles:`)."""
     path = _find_role(name, inh, where)
     meta_path = _role_file(path, "meta", "main")
     meta = load_yaml(meta_path) if meta_path else None
     meta = meta if isinstance(meta, Mapping) else Mapping()
-    key = (path, repr(sorted(params.items())), repr(sorted(froms.items())))
+    key = (path, repr(sorted(params.items())), repr(sorted(froms.items())), repr(sorted((entry_vars or {}).items())), parent)
     if once and key in inh.load.roles_run and not meta.get("allow_duplicates"):
         return []
     inh.load.roles_run.add(key)
@@ -1015,7 +1025,8 @@ def _role(name: str, inh: _Inherit, params: dict, where: str, froms: dict, once:
     if not isinstance(deps, list):
         raise BadInput("'dependencies' must be a list of roles", where=meta.value_where("dependencies"))
     for i, dep in enumerate(deps):
-        out += _role_entry(dep, inh, deps.item_where(i) if isinstance(deps, Sequence) else meta.where)
+        out += _role_entry(dep, inh, deps.item_where(i) if isinstance(deps, Sequence) else meta.where,
+                           parent=path)   # a dependency runs once per role that depends on it
     rinh = inh.sub(vars={**inh.vars, **role_vars, **params}, defaults={**inh.defaults, **defaults},
                    role=role_name, role_path=path, base_dir=os.path.join(path, "tasks"))
     tasks_path = _role_file(path, "tasks", froms.get("tasks_from", "main"))
@@ -1033,18 +1044,18 @@ def _role(name: str, inh: _Inherit, params: dict, where: str, froms: dict, once:
     return out
 
 
-def _role_entry(entry, inh: _Inherit, where: str) -> list:
+def _role_entry(entry, inh: _Inherit, where: str, parent: str | None = None) -> list:
     """One `roles:` (or meta `dependencies:`) item: a name, or a mapping of role, keywords and params."""
     if isinstance(entry, str):
-        return _role(_static_name(entry, "role name", where), inh, {}, where, {})
+        return _role(_static_name(entry, "role name", where), inh, {}, where, {}, parent=parent)
     if not isinstance(entry, Mapping):
         raise BadInput(f"a role entry must be a name or a mapping, not {_kind(entry)}", where=where)
     name_key = "role" if "role" in entry else "name"
     name = _static_name(entry.get(name_key), "role name", entry.where)
-    sub, _ = _keywords(entry, inh)
+    sub, own = _keywords(entry, inh)
     params = {k: v for k, v in entry.items() if k not in ROLE_ENTRY_KEYS}
     check_var_names(Mapping(params))
-    return _role(name, sub, params, entry.where, {})
+    return _role(name, sub, params, entry.where, {}, entry_vars=own["vars"], parent=parent)
 
 
 def _play_roles(m: Mapping, inh: _Inherit) -> list:
