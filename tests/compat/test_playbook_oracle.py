@@ -32,7 +32,8 @@ REFUSALS = ("unknown module", "unknown argument", "a templated include_tasks fil
             "argument 'cmd' of module 'meta' must be one of", "unknown key 'notify' in apply",
             "a task file must be a list of tasks", "must be a name, not nothing", "not found",
             "delegate_to", "must be a non-empty string", "vars_prompt is not supported",
-            "is in a collection")
+            "is in a collection", "unknown key 'force_handlers'", "'notify' is not allowed on",
+            "a handler needs a 'name'", "a templated tasks_from")
 # listed, but not as ansible-core lists them (README "Differences from Ansible")
 DIFFERENCES = {"ansible-core/tags/test_template_parent_tags.yml": "templated tags are not rendered"}
 
