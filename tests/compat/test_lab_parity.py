@@ -2,12 +2,16 @@
 
 Both run the same files (tests/data/ansible/lab/site.yml with ansible-core's own include_import
 roles) against the same sshd hosts, known_hosts and key; per task and host the outcome (ok,
-changed, failed, skipped), the debug messages, and the files left in the homes must agree.
+changed, failed, skipped), the debug and fail messages (as text: ansible-core 2.19 keeps a
+`"{{ expr }}"` message's native type, fleetops shows it as text), and the files left in the
+homes must agree. ansible-core's `json` callback lives in a collection, so its default output
+with `-v` and one-line JSON results is read instead.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -45,21 +49,45 @@ def _outcome(r: dict) -> str:
     return "changed" if r.get("changed") else "ok"
 
 
+_LINE = re.compile(r"^(ok|changed|skipping|fatal): \[([^\]]+)\](?:: FAILED!)?(?: => (\(item=.*?\) => )?(\{.*\}))?$")
+
+
 def _ansible(project: str, lab) -> dict:
+    """(task, host) -> [(outcome, debug msg)] from ansible-playbook -v's default output (one JSON
+    result per line); a loop's items are folded into one result, as fleetops reports a loop."""
     ssh_args = (f"-o UserKnownHostsFile={lab.known_hosts_path} -o StrictHostKeyChecking=yes "
                 "-o ControlMaster=no -o ControlPath=none")
-    p = oracle.run("ansible-playbook", "-i", lab.inventory_path, os.path.join(project, "site.yml"), cwd=project,
-                   env={"ANSIBLE_STDOUT_CALLBACK": "json", "ANSIBLE_SSH_ARGS": ssh_args,
-                        "ANSIBLE_HOST_KEY_CHECKING": "True", "ANSIBLE_PIPELINING": "True"})
-    doc = json.loads(p.stdout[p.stdout.index("{"):])
-    out = {}
-    for play in doc["plays"]:
-        for task in play["tasks"]:
-            for host, r in task["hosts"].items():
-                if r.get("action") in ("include_tasks", "ansible.builtin.include_tasks"):
-                    continue         # the include itself: fleetops has no result line for it
-                key = (task["task"]["name"], host)
-                out.setdefault(key, []).append((_outcome(r), r.get("msg") if r.get("action") in ("debug", "ansible.builtin.debug") else None))
+    p = oracle.run("ansible-playbook", "-v", "-i", lab.inventory_path, os.path.join(project, "site.yml"), cwd=project,
+                   env={"ANSIBLE_CALLBACK_RESULT_FORMAT": "json", "ANSIBLE_CALLBACK_FORMAT_PRETTY": "False",
+                        "ANSIBLE_SSH_ARGS": ssh_args, "ANSIBLE_HOST_KEY_CHECKING": "True"})
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    out: dict = {}
+    items: dict = {}
+    task = None
+    for line in p.stdout.splitlines():
+        head = re.match(r"^(?:TASK|RUNNING HANDLER) \[(.*)\] \**$", line)
+        if head:
+            task = head.group(1)
+            continue
+        m = _LINE.match(line)
+        if not m or task is None:
+            continue
+        status, host, item, body = m.groups()
+        result = json.loads(body) if body else {}
+        outcome = {"ok": "ok", "changed": "changed", "skipping": "skipped", "fatal": "failed"}[status]
+        if item:
+            items.setdefault((task, host), []).append(outcome)
+            continue
+        if result.get("results") and (task, host) in items:
+            outcomes = items.pop((task, host))
+            outcome = ("failed" if "failed" in outcomes else "changed" if "changed" in outcomes
+                       else "skipped" if set(outcomes) == {"skipped"} else "ok")
+        msg = result.get("msg") if "msg" in result and set(result) <= {"msg", "changed", "_ansible_verbose_always",
+                                                                       "_ansible_no_log", "failed"} else None
+        out.setdefault((task, host), []).append((outcome, None if msg is None or outcome == "skipped" else str(msg)))
+    for key, outcomes in items.items():     # a loop whose summary line was not printed
+        outcome = "failed" if "failed" in outcomes else "changed" if "changed" in outcomes else "ok"
+        out.setdefault(key, []).append((outcome, None))
     return out
 
 
@@ -72,7 +100,11 @@ def _fleetops(project: str, lab) -> dict:
                  transport_factory=SSHTransport)
     out = {}
     for host, _pi, _ti, name, module, res, *_ in rec.of("host_result"):
-        out.setdefault((name, host), []).append((_outcome(res), res.get("msg") if module == "debug" else None))
+        if module == "meta":
+            continue          # ansible-core prints no result line for a meta task
+        msg = res.get("msg") if module in ("debug", "fail") and not res.get("results") else None
+        msg = None if msg is None or _outcome(res) == "skipped" else str(msg)
+        out.setdefault((name, host), []).append((_outcome(res), msg))
     return out
 
 
