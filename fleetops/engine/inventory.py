@@ -96,6 +96,8 @@ class Inventory:
         self.groups: dict[str, Group] = {}
         self.all_own_hosts: list[str] = []   # hosts listed directly under `all`
         self.implicit: dict[str, Host] = {}  # the implicit localhost, once a pattern asked for it
+        # ansible.cfg's remote_user / private_key_file / timeout: below every host variable
+        self.conn_defaults: dict = {}
         self._ssh_configs: dict = {}
 
     # -- variables
@@ -252,11 +254,13 @@ class Inventory:
             port = ssh.port or 22
 
         user_var, user_value = pick("fleetops_user", "ansible_user", "ansible_ssh_user")
-        user = as_str(user_var, user_value) if user_var else (remote_user or ssh.user)
+        user = as_str(user_var, user_value) if user_var else (
+            remote_user or self.conn_defaults.get("remote_user") or ssh.user)
 
         key_var, key_value = pick("fleetops_ssh_private_key_file", "fleetops_private_key_file",
                                   "ansible_ssh_private_key_file", "ansible_private_key_file")
-        key_file = os.path.expanduser(as_str(key_var, key_value)) if key_var else ssh.identity_file
+        key_file = os.path.expanduser(as_str(key_var, key_value)) if key_var else (
+            self.conn_defaults.get("private_key_file") or ssh.identity_file)
 
         py_var, py_value = pick("fleetops_python_interpreter", "ansible_python_interpreter")
         become_var, become_value = pick("fleetops_become_user", "ansible_become_user")
@@ -274,6 +278,8 @@ class Inventory:
             proxy_jump=as_str(jump_var, jump_value) if jump_var else ssh.proxy_jump,
             known_hosts=os.path.expanduser(as_str(kh_var, kh_value)) if kh_var else None,
         )
+        if self.conn_defaults.get("timeout"):
+            params.connect_timeout = float(self.conn_defaults["timeout"])
         conn_var, conn_value = pick("ansible_connection")
         if conn_var:
             params.connection = as_str(conn_var, conn_value)

@@ -366,7 +366,7 @@ def set_limit(play: Play, key: str, rendered) -> None:
         play.max_fail_percentage = None if rendered in (None, "") else _max_fail(rendered, where)
 
 
-def _play(m, base_dir: str, modules: dict, index: int, path: str) -> Play:
+def _play(m, base_dir: str, modules: dict, index: int, path: str, roles_path=()) -> Play:
     if not isinstance(m, Mapping):
         raise BadInput(f"play #{index + 1} must be a mapping, not {_kind(m)}",
                        where=getattr(m, "where", None) or path)
@@ -425,7 +425,7 @@ def _play(m, base_dir: str, modules: dict, index: int, path: str) -> Play:
             setattr(play, key, default)
         else:
             setattr(play, key, _want_choice(m, key, choices, default))
-    ctx = _Load(modules=modules, playbook_dir=base_dir)
+    ctx = _Load(modules=modules, playbook_dir=base_dir, roles_path=tuple(roles_path))
     inherited = _Inherit(tags=list(play.tags), become=play.become, become_user=play.become_user,
                          remote_user=play.remote_user, base_dir=base_dir, load=ctx)
     pre = _task_list(m, "pre_tasks", modules, inherited, handler=False) or []
@@ -493,6 +493,7 @@ class _Load:
 
     modules: dict
     playbook_dir: str
+    roles_path: tuple = ()                        # ansible.cfg roles_path (else DEFAULT_ROLES_PATH)
     roles_run: set = field(default_factory=set)   # (role path, params) already in the play
     handlers: list = field(default_factory=list)  # the roles' handlers, in load order
     handler_files: set = field(default_factory=set)
@@ -974,7 +975,7 @@ def _find_role(name: str, inh: _Inherit, where: str) -> str:
     name = os.path.expanduser(name)
     candidates = [name] if os.path.isabs(name) else (
         [os.path.join(pb, "roles", name), os.path.join(pb, name)]
-        + [os.path.join(os.path.expanduser(d), name) for d in DEFAULT_ROLES_PATH])
+        + [os.path.join(os.path.expanduser(d), name) for d in (inh.load.roles_path or DEFAULT_ROLES_PATH)])
     for c in candidates:
         if os.path.isdir(c):
             return os.path.normpath(c)
@@ -1072,7 +1073,7 @@ def _play_roles(m: Mapping, inh: _Inherit) -> list:
 
 # ---------------------------------------------------------------- entry point
 
-def load_playbook(path: str, modules: dict[str, type]) -> Playbook:
+def load_playbook(path: str, modules: dict[str, type], roles_path=()) -> Playbook:
     """Load and check a playbook file: a list of plays. Raises BadInput with file:line:col."""
     data = load_yaml(path)
     if data is None:
@@ -1093,7 +1094,7 @@ def load_playbook(path: str, modules: dict[str, type]) -> Playbook:
             raise BadInput(_NOT_SUPPORTED["import_playbook"], where=item.key_where("import_playbook"))
         if not isinstance(item, Mapping):
             raise BadInput(f"play #{i + 1} must be a mapping, not {_kind(item)}", where=data.item_where(i))
-        book.plays.append(_play(item, base, modules, i, str(path)))
+        book.plays.append(_play(item, base, modules, i, str(path), roles_path))
     return book
 
 
