@@ -180,17 +180,40 @@ def _console(stderr: bool = False):
 
 # --- commands ------------------------------------------------------------------------------
 
+def _ansible_cfg(args):
+    """ansible.cfg as ansible-core finds it; its [defaults] inventory stands in for a missing -i."""
+    from fleetops.engine.ansiblecfg import load_config
+
+    cfg = load_config()
+    if not getattr(args, "inventory", None):
+        if len(cfg.inventory) > 1:
+            raise BadInput(f"ansible.cfg names {len(cfg.inventory)} inventories; fleetops reads one: give -i",
+                           where=cfg.path)
+        if not cfg.inventory:
+            raise BadInput("no inventory: give -i/--inventory INVENTORY or set [defaults] inventory in ansible.cfg")
+        args.inventory = cfg.inventory[0]
+    return cfg
+
+
 def cmd_run(args) -> int:
     from fleetops import bundled, runner
     from fleetops.engine.executor import RunOptions
 
     extra_vars = parse_extra_vars(args.extra_vars)
-    loaded = runner.load(bundled.resolve(args.playbook), args.inventory, extra_vars, limit=args.limit, note_secrets=_SECRETS.update)
+    cfg = _ansible_cfg(args)
+    loaded = runner.load(bundled.resolve(args.playbook), args.inventory, extra_vars, limit=args.limit, note_secrets=_SECRETS.update,
+                         ansible_cfg=cfg)
+    if args.list_hosts or args.list_tasks:
+        from fleetops.engine.listing import outline
+        print(outline(loaded.playbook, loaded.inventory, args.limit, hosts=args.list_hosts, tasks=args.list_tasks,
+                      only=set(_split_tags(args.tags)), skip=set(_split_tags(args.skip_tags)),
+                      extra_vars=extra_vars), end="")
+        return 0
     results_dir, results_db = results_target(args.results)
     options = RunOptions(
         limit=args.limit, tags=set(_split_tags(args.tags)), skip_tags=set(_split_tags(args.skip_tags)),
-        extra_vars=extra_vars, forks=args.forks, check=args.check, diff=args.diff,
-        accept_new_host_keys=args.accept_new_host_keys, results_dir=results_dir, results_db=results_db,
+        extra_vars=extra_vars, forks=args.forks or cfg.forks or DEFAULT_FORKS, check=args.check, diff=args.diff,
+        accept_new_host_keys=args.accept_new_host_keys or cfg.host_key_checking is False, results_dir=results_dir, results_db=results_db,
         known_hosts=args.known_hosts)
     real_stdout = sys.stdout
     done = runner.execute(loaded, options, json_output=args.json, console=None if args.json else _console(),
@@ -413,14 +436,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run a playbook: a file, or a bundled one by name (fleetops playbooks)")
     r.add_argument("playbook", metavar="PLAYBOOK", help="a playbook file, or the name of a bundled one (repair, ...)")
-    r.add_argument("-i", "--inventory", required=True, metavar="INVENTORY")
+    r.add_argument("-i", "--inventory", metavar="INVENTORY", help="default: [defaults] inventory of ansible.cfg")
     r.add_argument("-l", "--limit", metavar="PATTERN")
     r.add_argument("-t", "--tags", action="append", metavar="T[,T]")
     r.add_argument("--skip-tags", action="append", metavar="T[,T]")
     r.add_argument("-e", "--extra-vars", dest="extra_vars", action="append", metavar="k=v|@file|JSON",
                    help="extra variables (repeatable): key=value, @vars.yml, or a JSON object")
-    r.add_argument("-f", "--forks", type=_positive_int, default=DEFAULT_FORKS, metavar="N",
-                   help=f"hosts worked on at once (default {DEFAULT_FORKS})")
+    r.add_argument("-f", "--forks", type=_positive_int, default=None, metavar="N",
+                   help=f"hosts worked on at once (default: ansible.cfg forks, else {DEFAULT_FORKS})")
     r.add_argument("-C", "--check", action="store_true", help="change nothing; report what would change")
     r.add_argument("-D", "--diff", action="store_true", help="show diffs of edited files")
     r.add_argument("--json", action="store_true", help="one JSON document on stdout instead of the live view")
@@ -431,6 +454,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--accept-new-host-keys", action="store_true",
                    help="accept and record unknown host keys (never changed ones)")
     r.add_argument("--known-hosts", metavar="FILE", help="known_hosts file (default ~/.ssh/known_hosts)")
+    r.add_argument("--list-hosts", action="store_true", help="print the hosts each play would run on, as ansible-playbook does; run nothing")
+    r.add_argument("--list-tasks", action="store_true", help="print the tasks each play would run, as ansible-playbook does; run nothing")
     r.set_defaults(func=cmd_run)
 
     pb = sub.add_parser("playbooks", help="the bundled playbooks: what each does and takes; --copy one out")

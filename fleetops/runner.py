@@ -51,7 +51,7 @@ def secret_values(inventory, extra_vars: dict, playbook=None) -> set:
 
 
 def load(playbook_path: str, inventory_path: str, extra_vars: dict, limit: str | None = None,
-         note_secrets=None) -> Loaded:
+         note_secrets=None, ansible_cfg=None) -> Loaded:
     """Inventory, modules, playbook, validation: any problem is BadInput (exit 4), no host contacted.
 
     `note_secrets(values)` is told the secret values as soon as they are known, so an error
@@ -70,11 +70,15 @@ def load(playbook_path: str, inventory_path: str, extra_vars: dict, limit: str |
         if not os.access(path, os.R_OK):
             raise BadInput(f"{what} is not readable", where=path)
     inventory = load_inventory(inventory_path)
+    if ansible_cfg is not None:        # ansible.cfg's connection defaults, below every host variable
+        inventory.conn_defaults = {"remote_user": ansible_cfg.remote_user, "timeout": ansible_cfg.timeout,
+                                   "private_key_file": ansible_cfg.private_key_file}
     note(secret_values(inventory, extra_vars))
     if limit and not inventory.select(limit):
         raise BadInput(f"--limit {limit!r} matches no host", where=inventory_path)
     modules = get_modules()
-    playbook = load_playbook(playbook_path, modules)
+    roles_path = ansible_cfg.roles_path if ansible_cfg else ()
+    playbook = load_playbook(playbook_path, modules, roles_path) if roles_path else load_playbook(playbook_path, modules)
     validate(playbook, inventory, extra_vars, modules)
     for line in check_playbook(playbook, modules):
         print(f"fleetops: warning: {line}", file=sys.stderr, flush=True)

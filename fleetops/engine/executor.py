@@ -24,6 +24,7 @@ from types import SimpleNamespace
 from fleetops.engine import results_backend as _results_backend
 from fleetops.engine import secrets as _secrets
 from fleetops.engine.events import EventSink
+from fleetops.engine.inventory import short_name
 from fleetops.engine.local import LocalTransport
 from fleetops.engine.payload import run_payload
 from fleetops.engine import runlock as _runlock
@@ -92,6 +93,25 @@ def split_batches(hosts: list, serial) -> list[list]:
         i += size
         k += 1
     return out
+
+
+def task_label(task) -> str:
+    """How a task is named in events: its name (else its module), `role : name` inside a role."""
+    name = task.name or task.module
+    role = getattr(task, "role", None)
+    return f"{role} : {name}" if role else name
+
+
+def order_hosts(hosts: list, order: str) -> list:
+    """A play's `order`: inventory (as selected), reverse_inventory, sorted, reverse_sorted, shuffle."""
+    if order == "reverse_inventory":
+        return hosts[::-1]
+    if order in ("sorted", "reverse_sorted"):
+        return sorted(hosts, reverse=order == "reverse_sorted")
+    if order == "shuffle":
+        import random
+        return random.sample(hosts, len(hosts))
+    return list(hosts)
 
 
 def tags_match(task_tags, only, skip) -> bool:
@@ -173,6 +193,8 @@ class _Play:
     vars_files: dict = field(default_factory=dict)
     abort: str | None = None
     active: tuple | None = None     # (play hosts still live, those of the batch) as at the task's start
+    ended: set = field(default_factory=set)        # hosts a meta end_host/end_batch/end_play stopped
+    end_play: bool = False
 
 
 # ---------------------------------------------------------------- the run
@@ -248,15 +270,25 @@ class _Run:
 
     def _close_all(self) -> None:
         for st in self.hosts.values():
-            if st.run_lock is not None:
-                st.run_lock.close()
-                st.run_lock = None
-            for t in (st.transport, st.local):
-                if t is not None:
-                    try:
-                        t.close()
-                    except Exception:  # noqa: BLE001 - closing must not hide the run's result
-                        pass
+            self._close_host(st)
+            if st.local is not None:
+                try:
+                    st.local.close()
+                except Exception:  # noqa: BLE001 - closing must not hide the run's result
+                    pass
+
+    @staticmethod
+    def _close_host(st: HostState) -> None:
+        """Release the host's run lock and close its connection (a later task may open another)."""
+        if st.run_lock is not None:
+            st.run_lock.close()
+            st.run_lock = None
+        if st.transport is not None:
+            try:
+                st.transport.close()
+            except Exception:  # noqa: BLE001 - closing must not hide the run's result
+                pass
+        st.transport, st.connected = None, False
 
     # -- plays and batches
     def state(self, host: str) -> HostState:
@@ -271,7 +303,8 @@ class _Run:
         if self.options.limit:
             allowed = set(self.inventory.select(self.options.limit))
             hosts = [h for h in hosts if h in allowed]
-        return [h for h in hosts if not (self.state(h).failed or self.state(h).unreachable)]
+        hosts = [h for h in hosts if not (self.state(h).failed or self.state(h).unreachable)]
+        return order_hosts(hosts, getattr(play, "order", "inventory"))
 
     def _run_play(self, index: int, play) -> bool:
         """Run one play; True when the whole run must stop (abort or interrupt)."""
@@ -319,8 +352,10 @@ class _Run:
             for h in batch:
                 st = self.state(h)
                 st.notified.clear()
-                if h not in live and not st.unreachable:
+                if h not in live and not st.unreachable and h not in pctx.ended:
                     st.failed = True
+            if pctx.end_play:
+                break
             if pctx.abort:
                 reason = pctx.abort
                 break
@@ -368,10 +403,32 @@ class _Run:
             if getattr(task, "block", None) is not None:
                 live = self._run_block(pctx, task, live, frame)
                 continue
+            if getattr(task, "implicit", False):
+                live = self._run_handlers(pctx, live)       # the flush between play sections
+                continue
             if not tags_match(task.tags, self.options.tags, self.options.skip_tags):
                 continue
             out = self._run_task(pctx, task, live, frame)
             live = [h for h in live if out.get(h) not in ("failed", "rescued", "unreachable")]
+            if task.module == "meta":
+                live = self._meta(pctx, task, live, out)
+        return live
+
+    def _meta(self, pctx: _Play, task, live: list, out: dict) -> list:
+        """Carry out a meta task for the hosts it ran on (not skipped by its `when`)."""
+        action = str((task.args or {}).get("cmd"))
+        acted = [h for h in live if out.get(h) == "ok"]
+        if not acted:
+            return live
+        if action == "flush_handlers":
+            return self._run_handlers(pctx, live)
+        if action == "end_host":
+            pctx.ended |= set(acted)
+            return [h for h in live if h not in acted]
+        if action in ("end_batch", "end_play"):
+            pctx.ended |= set(pctx.batch)
+            pctx.end_play = pctx.end_play or action == "end_play"
+            return []
         return live
 
     def _run_block(self, pctx: _Play, block, hosts: list, frame: Frame) -> list:
@@ -398,6 +455,8 @@ class _Run:
             if not targets:
                 continue
             out = self._run_task(pctx, handler, targets, Frame())
+            for h in targets:
+                self.state(h).notified -= names
             live = [h for h in live if out.get(h) not in ("failed", "rescued", "unreachable")]
         return live
 
@@ -405,7 +464,7 @@ class _Run:
     def _run_task(self, pctx: _Play, task, live: list, frame: Frame) -> dict:
         """Run `task` on every host of `live` in parallel; host -> outcome."""
         tindex = pctx.index_of.get(id(task), -1)
-        name = task.name or task.module
+        name = task_label(task)
         self.events.task_start(pctx.index, tindex, name, task.module, list(live))
         pctx.active = self._live_hosts(pctx, live)
         if task.run_once:
@@ -424,7 +483,7 @@ class _Run:
     def _host_task(self, pctx: _Play, task, host: str, frame: Frame) -> dict:
         if self.stop.is_set():
             return {host: None}      # interrupted before this host started: nothing ran
-        name = task.name or task.module
+        name = task_label(task)
         self.events.host_task_start(host, name)
         started = time.time()
         res, secret_values = self._compute(pctx, task, host, frame)
@@ -437,7 +496,7 @@ class _Run:
         for i, host in enumerate(hosts):
             if self.stop.is_set():
                 return out
-            self.events.host_task_start(host, task.name or task.module)
+            self.events.host_task_start(host, task_label(task))
             started = time.time()
             res, secret_values = self._compute(pctx, task, host, frame)
             ended = time.time()
@@ -520,12 +579,12 @@ class _Run:
                     pass
         shown = _scrub_value(res, secret_values) if secret_values else res
         self.events.host_result(host, pctx.index, pctx.index_of.get(id(task), pctx.facts_index),
-                                task.name or task.module, task.module, shown, started, ended)
+                                task_label(task), task.module, shown, started, ended)
         if unreachable:
             return "unreachable"
         if failed and not ignored:
             return "rescued" if rescued else "failed"
-        return "ok"
+        return "skipped" if res.get("skipped") else "ok"
 
     # -- facts
     def _gather(self, pctx: _Play, live: list) -> list:
@@ -546,7 +605,7 @@ class _Run:
         self.events.host_task_start(host, FACTS_TASK.name)
         started = time.time()
         try:
-            transport = self.transport_for(host, delegated=False)
+            transport = self.transport_for(host, delegated=False, remote_user=pctx.play.remote_user)
             res = self.payload(transport, "facts", {}, python=transport.params.python)
             facts = res.get("ansible_facts")
             if not res.get("failed") and not isinstance(facts, dict):
@@ -595,7 +654,7 @@ class _Run:
         results_dir = os.path.abspath(self.options.results_dir)
         return {
             "inventory_hostname": host,
-            "inventory_hostname_short": host.split(".", 1)[0],
+            "inventory_hostname_short": short_name(host),
             "groups": self.groups(),
             "hostvars": HostVars(self, pctx),
             "play_hosts": list(active),
@@ -613,7 +672,8 @@ class _Run:
     def task_vars(self, pctx: _Play, host: str, task, frame: Frame, check: bool) -> dict:
         """inventory < facts < play vars < vars_files < block/task vars < registered/set_fact < extra vars."""
         st = self.state(host)
-        v = dict(self.inventory_vars(host))
+        v = dict(getattr(task, "defaults", None) or {})   # role defaults: the lowest precedence
+        v.update(self.inventory_vars(host))
         v.update(st.facts)
         v.update(pctx.play.vars or {})
         v.update(pctx.vars_files)
@@ -634,7 +694,7 @@ class _Run:
         v.update(pctx.vars_files)
         v.update(persistent)
         v.update(self.options.extra_vars or {})
-        v.update(inventory_hostname=host, inventory_hostname_short=host.split(".", 1)[0])
+        v.update(inventory_hostname=host, inventory_hostname_short=short_name(host))
         return v
 
     @staticmethod
@@ -642,21 +702,25 @@ class _Run:
         return _secrets.collect_secret_values(variables)
 
     # -- connections
-    def params_for(self, host: str) -> ConnParams:
-        p = self._params.get(host)
+    def params_for(self, host: str, remote_user: str | None = None) -> ConnParams:
+        key = (host, remote_user)
+        p = self._params.get(key)
         if p is None:
-            inv = self.inventory_vars(host)
-            p = self.inventory.connection_params(host, render=lambda value: self.templar.render(value, inv))
+            extra = self.options.extra_vars or {}
+            env = self.inventory.template_vars(host, extra)
+            env["playbook_dir"] = self.playbook_dir
+            p = self.inventory.connection_params(host, render=lambda value: self.templar.render(value, env),
+                                                 extra_vars=extra, remote_user=remote_user)
             if self.options.known_hosts:
                 p.known_hosts = self.options.known_hosts
             p.accept_new_host_keys = bool(p.accept_new_host_keys or self.options.accept_new_host_keys)
             with self.lock:
-                self._params[host] = p
+                self._params[key] = p
         return p
 
     def inventory_become_user(self, host: str) -> str | None:
         try:
-            return self.params_for(host).become_user
+            return self.params_for(host, None).become_user
         except (BadInput, TemplateError):
             return None
 
@@ -667,20 +731,24 @@ class _Run:
         except (BadInput, TemplateError):
             return False
 
-    def transport_for(self, host: str, delegated: bool):
-        """The host's one transport (connected on first use); LocalTransport for delegate_to: localhost."""
+    def transport_for(self, host: str, delegated: bool, remote_user: str | None = None):
+        """The host's one transport (connected on first use); LocalTransport for delegate_to: localhost.
+
+        A play or task whose remote_user gives another login user than the open connection's
+        closes it (releasing the host's run lock) and logs in again as that user."""
         st = self.state(host)
         if delegated:
             if st.local is None:
                 st.local = LocalTransport()
             return st.local
+        try:
+            params = self.params_for(host, remote_user)
+        except (BadInput, TemplateError) as e:
+            raise Unreachable(f"{host}: {e}") from None
+        if st.transport is not None and getattr(st.transport, "params", params).user != params.user:
+            self._close_host(st)
         if st.transport is None:
-            try:
-                params = self.params_for(host)
-            except (BadInput, TemplateError) as e:
-                raise Unreachable(f"{host}: {e}") from None
-            connection = str(self.inventory_vars(host).get("ansible_connection") or "")
-            st.transport = LocalTransport(params) if connection == "local" else self.transport_factory(params)
+            st.transport = LocalTransport(params) if params.connection == "local" else self.transport_factory(params)
         if st.busy:
             raise HostBusy(st.busy)
         if not st.connected:

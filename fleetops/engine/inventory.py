@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import ast
 import copy
+import ipaddress
 import json
 import os
 import re
 import shlex
 import string
+import sys
 import warnings
 
 import yaml
@@ -21,6 +23,7 @@ import yaml
 from fleetops.errors import BadInput
 from fleetops.engine import patterns as _patterns
 from fleetops.engine import sshconfig as _sshconfig
+from fleetops.engine.templating import TemplateError
 from fleetops.engine.transport import ConnParams
 
 VARS_EXTENSIONS = (".yml", ".yaml", ".json")
@@ -91,15 +94,30 @@ class Inventory:
         self.path = path
         self.hosts: dict[str, Host] = {}
         self.groups: dict[str, Group] = {}
+        self.all_own_hosts: list[str] = []   # hosts listed directly under `all`
+        self.implicit: dict[str, Host] = {}  # the implicit localhost, once a pattern asked for it
+        # ansible.cfg's remote_user / private_key_file / timeout: below every host variable
+        self.conn_defaults: dict = {}
         self._ssh_configs: dict = {}
 
     # -- variables
 
     def _host(self, hostname: str) -> Host:
-        try:
-            return self.hosts[hostname]
-        except KeyError:
-            raise BadInput(f"unknown host '{hostname}' (not in the inventory)", where=self.path) from None
+        host = self.hosts.get(hostname) or self.implicit.get(hostname)
+        if host is None:
+            raise BadInput(f"unknown host '{hostname}' (not in the inventory)", where=self.path)
+        return host
+
+    def implicit_host(self, name: str) -> Host:
+        """ansible-core's implicit localhost: a `localhost` / `127.0.0.1` pattern that matches no
+        inventory host gives this one, a local connection with the controller's Python, in no
+        group but `all` (whose variables it gets) and never part of `all`'s hosts."""
+        host = self.implicit.get(name)
+        if host is None:
+            host = self.implicit[name] = Host(name, self.path)
+            host.groups = ["all"]
+            host.inventory_vars = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+        return host
 
     def _layers(self, hostname: str):
         """(vars, where) pairs lowest precedence first, as ansible-core's VariableManager merges them.
@@ -126,9 +144,9 @@ class Inventory:
         for layer, _ in self._layers(hostname):
             out.update(layer)
         out = copy.deepcopy(out)
-        host = self.hosts[hostname]
+        host = self._host(hostname)
         out["inventory_hostname"] = hostname
-        out["inventory_hostname_short"] = hostname.split(".", 1)[0]
+        out["inventory_hostname_short"] = short_name(hostname)
         out["group_names"] = sorted(g for g in host.groups if g != "all")
         return out
 
@@ -143,9 +161,8 @@ class Inventory:
     # -- groups and patterns
 
     def group_hosts(self, name: str) -> list[str]:
-        """All hosts of a group and its descendants, in Ansible's order (own hosts first)."""
-        if name == "all":
-            return list(self.hosts)
+        """All hosts of a group and its descendants, in Ansible's order: own hosts first, then
+        each child's breadth first (for `all`: its own hosts, `ungrouped`, then the groups)."""
         seen: set = set()
         out: list[str] = []
         order = [name]
@@ -156,7 +173,8 @@ class Inventory:
                     order.append(child)
             i += 1
         for gname in order:
-            for h in self.groups[gname].hosts:
+            members = self.all_own_hosts if gname == "all" else self.groups[gname].hosts
+            for h in members:
                 if h not in seen:
                     seen.add(h)
                     out.append(h)
@@ -172,15 +190,29 @@ class Inventory:
 
     # -- connection
 
-    def connection_params(self, hostname: str, ssh_config_path: str | None = None,
-                          render=None) -> ConnParams:
-        """Resolve how to reach a host: fleetops_* vars > ansible_* vars > ssh_config > defaults.
+    def template_vars(self, hostname: str, extra_vars: dict | None = None) -> dict:
+        """What a connection variable may template: the host's inventory variables, the magic
+        variables known before any task (groups, ansible_playbook_python) and -e, which wins."""
+        out = self.get_vars(hostname)
+        out["groups"] = self.groups_map()
+        out["ansible_playbook_python"] = sys.executable
+        out.update(extra_vars or {})
+        return out
 
-        `render`, if given, templates a variable value (the executor passes its
-        Jinja2 renderer); without it a templated connection variable is BadInput.
+    def connection_params(self, hostname: str, ssh_config_path: str | None = None,
+                          render=None, extra_vars: dict | None = None,
+                          remote_user: str | None = None) -> ConnParams:
+        """Resolve how to reach a host: -e > fleetops_* vars > ansible_* vars > ssh_config > defaults.
+
+        As in Ansible, `-e ansible_host=...` (or port, user, key file) changes where fleetops
+        connects, and a play's or task's `remote_user` applies only where no user variable is set. `render` templates a templated value (the caller passes its Jinja2 renderer
+        over `template_vars`); without it a templated connection variable is BadInput.
         """
         variables = self.get_vars(hostname)
         origins = self.var_origins(hostname)
+        for key, value in (extra_vars or {}).items():
+            variables[key] = value
+            origins[key] = "-e"
 
         def pick(*names):
             for n in names:
@@ -190,9 +222,14 @@ class Inventory:
                 if isinstance(value, str) and ("{{" in value or "{%" in value):
                     if render is None:
                         raise BadInput(f"host '{hostname}': connection variable '{n}' is a template "
-                                       f"({value!r}); it must be resolved by the executor",
+                                       f"({value!r}) and nothing here can render it",
                                        where=origins.get(n) or self.path)
-                    value = render(value)
+                    try:
+                        value = render(value)
+                    except TemplateError as exc:
+                        raise BadInput(f"host '{hostname}': connection variable '{n}': {exc.msg} (inventory "
+                                       "variables, -e, groups and ansible_playbook_python apply here)",
+                                       where=origins.get(n) or self.path) from None
                 return n, value
             return None, None
 
@@ -217,11 +254,13 @@ class Inventory:
             port = ssh.port or 22
 
         user_var, user_value = pick("fleetops_user", "ansible_user", "ansible_ssh_user")
-        user = as_str(user_var, user_value) if user_var else ssh.user
+        user = as_str(user_var, user_value) if user_var else (
+            remote_user or self.conn_defaults.get("remote_user") or ssh.user)
 
         key_var, key_value = pick("fleetops_ssh_private_key_file", "fleetops_private_key_file",
                                   "ansible_ssh_private_key_file", "ansible_private_key_file")
-        key_file = os.path.expanduser(as_str(key_var, key_value)) if key_var else ssh.identity_file
+        key_file = os.path.expanduser(as_str(key_var, key_value)) if key_var else (
+            self.conn_defaults.get("private_key_file") or ssh.identity_file)
 
         py_var, py_value = pick("fleetops_python_interpreter", "ansible_python_interpreter")
         become_var, become_value = pick("fleetops_become_user", "ansible_become_user")
@@ -239,6 +278,11 @@ class Inventory:
             proxy_jump=as_str(jump_var, jump_value) if jump_var else ssh.proxy_jump,
             known_hosts=os.path.expanduser(as_str(kh_var, kh_value)) if kh_var else None,
         )
+        if self.conn_defaults.get("timeout"):
+            params.connect_timeout = float(self.conn_defaults["timeout"])
+        conn_var, conn_value = pick("ansible_connection")
+        if conn_var:
+            params.connection = as_str(conn_var, conn_value)
         bvar, bvalue = pick("fleetops_become", "ansible_become")
         if bvar:
             flag = _bool(bvalue)
@@ -254,6 +298,15 @@ class Inventory:
                     raise bad(name, f"must be a number of seconds > 0, got {value!r}")
                 setattr(params, attr, seconds)
         return params
+
+
+def short_name(hostname: str) -> str:
+    """inventory_hostname_short: the name up to its first dot, but an IP address whole (as Ansible)."""
+    try:
+        ipaddress.ip_address(hostname)
+        return hostname
+    except ValueError:
+        return hostname.split(".", 1)[0]
 
 
 def _bool(value):
@@ -568,9 +621,13 @@ class _Builder:
         for name, g in inv.groups.items():
             for h in g.hosts:
                 member_of[h].add(name)
+        # `ungrouped` holds exactly the hosts in no other group, wherever they were first listed
+        ungrouped.hosts = [h for h in ungrouped.hosts if not (member_of[h] - {"all", "ungrouped"})]
         for h, groups in member_of.items():
-            if not (groups - {"all", "ungrouped"}) and h not in ungrouped.hosts:
+            groups.discard("ungrouped")
+            if not (groups - {"all"}) and h not in ungrouped.hosts:
                 ungrouped.hosts.append(h)
+        inv.all_own_hosts = list(all_group.hosts)
         all_group.hosts = list(inv.hosts)
         for h, groups in member_of.items():
             if h in ungrouped.hosts:
@@ -595,6 +652,9 @@ def _parse_yaml(b: _Builder, text: str, path: str) -> None:
     if not isinstance(data, dict):
         raise BadInput(f"a YAML inventory must be a mapping of groups (such as 'all:'), got {_kind(data)}",
                        where=getattr(data, "pos", None) or path)
+    if isinstance(data.get("plugin"), str):
+        raise BadInput(f"inventory plugin configuration (plugin: {data['plugin']}) is not supported: "
+                       "fleetops reads INI and YAML inventories", where=data.key_pos["plugin"])
     for name, gdata in data.items():
         _yaml_group(b, name, gdata, data.key_pos[name])
 
@@ -681,9 +741,6 @@ def parse_ini_value(text: str):
         return text
 
 
-_IPV6_HOST_RE = re.compile(r"^\[[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*\](:\d+)?(\s|$)")
-
-
 def _parse_ini(b: _Builder, text: str, path: str) -> None:
     group, state = "ungrouped", "hosts"
     declared: set = {"all", "ungrouped"}
@@ -708,7 +765,7 @@ def _parse_ini(b: _Builder, text: str, path: str) -> None:
             else:
                 declared.add(group)
             continue
-        if line.startswith("[") and (line.endswith("]") or not _IPV6_HOST_RE.match(line)):
+        if line.startswith("[") and line.endswith("]"):
             raise BadInput(f"invalid section header '{line}' (expected [group], [group:children] "
                            f"or [group:vars], without spaces)", where=where)
         if state == "hosts":
@@ -873,17 +930,45 @@ def detect_format(path: str, text: str) -> str:
     return "ini"
 
 
+# what ansible-core skips in an inventory directory (its INVENTORY_IGNORE_EXTS default)
+IGNORED_EXTENSIONS = (".pyc", ".pyo", ".swp", ".bak", "~", ".rpm", ".md", ".txt", ".rst", ".orig",
+                      ".cfg", ".retry")
+VARS_DIRS = ("group_vars", "host_vars")
+
+
+def inventory_files(directory: str) -> list:
+    """The inventory files of a directory, as ansible-core reads it: sorted, subdirectories
+    recursed, hidden and ignored-extension files, group_vars/ and host_vars/ left out."""
+    found = []
+    for entry in sorted(os.listdir(directory)):
+        full = os.path.join(directory, entry)
+        if entry.startswith(".") or entry.endswith(IGNORED_EXTENSIONS):
+            continue
+        if os.path.isdir(full):
+            if entry not in VARS_DIRS:
+                found.extend(inventory_files(full))
+        elif os.path.isfile(full):
+            found.append(full)
+    return found
+
+
 def load_inventory(path: str) -> Inventory:
-    """Load an inventory file (YAML or INI) and the group_vars/, host_vars/ beside it."""
+    """Load an inventory file (YAML or INI), or every inventory file of a directory, and the
+    group_vars/, host_vars/ beside the file (or inside the directory)."""
     path = os.fspath(path)
-    if os.path.isdir(path):
-        raise BadInput("is a directory; give the inventory file inside it", where=path)
-    text = _read_text(path)
     b = _Builder(path)
-    if detect_format(path, text) == "yaml":
-        _parse_yaml(b, text, path)
+    if os.path.isdir(path):
+        files, base = inventory_files(path), path
+        if not files:
+            raise BadInput("inventory directory holds no inventory file", where=path)
     else:
-        _parse_ini(b, text, path)
+        files, base = [path], os.path.dirname(path)
+    for f in files:
+        text = _read_text(f)
+        if detect_format(f, text) == "yaml":
+            _parse_yaml(b, text, f)
+        else:
+            _parse_ini(b, text, f)
     inv = b.finish()
-    _load_vars_dirs(inv, os.path.dirname(path))
+    _load_vars_dirs(inv, base)
     return inv

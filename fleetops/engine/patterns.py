@@ -14,6 +14,7 @@ from fleetops.errors import BadInput
 
 _SUBSCRIPT_RE = re.compile(r"^(.+)\[(?:(-?[0-9]+)|([0-9]*)([:-])([0-9]*))\]$")
 _GLOB_CHARS = (".", "?", "*", "[")
+IMPLICIT_LOCALHOST = ("localhost", "127.0.0.1")   # matched even when not in the inventory (as Ansible)
 
 
 def split_pattern(pattern: str) -> list:
@@ -112,6 +113,9 @@ def _match_element(body: str, inventory, pattern: str) -> list:
             if h not in seen and matcher(h):
                 seen.add(h)
                 hosts.append(h)
+    if not hosts and base in IMPLICIT_LOCALHOST and hasattr(inventory, "implicit_host"):
+        inventory.implicit_host(base)
+        hosts = [base]
     if sub is not None:
         start, end = sub
         if end is None:
@@ -127,7 +131,8 @@ def _match_element(body: str, inventory, pattern: str) -> list:
 
 
 def match(pattern: str, inventory) -> list:
-    """Host names matching `pattern`, in inventory order; [] when nothing matches (the caller decides).
+    """Host names matching `pattern`, in Ansible's order (each element's hosts as its groups list
+    them, unions appended); [] when nothing matches (the caller decides).
 
     `inventory` needs `.hosts` (ordered name -> host), `.groups` (name -> group)
     and `.group_hosts(name)` (hosts of a group and its descendants).
@@ -144,4 +149,4 @@ def match(pattern: str, inventory) -> list:
         else:
             for h in found:
                 selected.pop(h, None)
-    return [h for h in inventory.hosts if h in selected]
+    return list(selected)

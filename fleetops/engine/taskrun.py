@@ -339,7 +339,7 @@ class TaskRunner:
         if module_cls.runs_on_controller:
             transport = None
         else:
-            transport = run.transport_for(self.host, delegated)
+            transport = run.transport_for(self.host, delegated, getattr(task, "remote_user", None))
         become_user = None
         if getattr(task, "become", False) or run.inventory_become(self.host):  # play, blocks, own; or the host's
             become_user = (getattr(task, "become_user", None) or run.inventory_become_user(self.host)

@@ -34,6 +34,7 @@ class ConnParams:
     proxy_jump: str | None = None
     known_hosts: str | None = None  # fleetops_known_hosts var / --known-hosts; None: ~/.ssh/known_hosts
     accept_new_host_keys: bool = False
+    connection: str = "ssh"      # ansible_connection: "local" runs on the controller
     connect_timeout: float = 10.0
     command_timeout: float = 600.0
     keepalive: int = 15

@@ -92,7 +92,7 @@ class _Checker:
             self.check_tree(v, known, kw, guards)
 
     def task(self, task: Task, known: set, guards: frozenset, rescue: bool = False):
-        scope = set(known) | set(task.vars)
+        scope = set(known) | set(task.vars) | set(task.defaults)
         if rescue:
             scope |= RESCUE_VARS
         if task.loop is not None:
@@ -194,16 +194,22 @@ def _template_strings(value, depth: int = 0):
             yield from _template_strings(v, depth + 1)
 
 
-def check_connections(inventory, hosts) -> None:
-    """Connection inputs are bad input too: a bad port, a missing private key, a key
-    readable by others or encrypted with no agent is refused before any host is contacted."""
+def check_connections(inventory, hosts, extra_vars: dict | None = None, playbook_dir: str | None = None) -> None:
+    """Connection inputs are bad input too: a bad port, a templated value that does not render,
+    a missing private key, a key readable by others or encrypted with no agent is refused before
+    any host is contacted. Templated values render as the executor renders them (template_vars)."""
     if not hasattr(inventory, "connection_params"):
         return
     from fleetops.engine.ssh import check_private_key
 
+    templar = Templar()
     checked: set = set()
     for host in hosts:
-        params = inventory.connection_params(host)
+        env = inventory.template_vars(host, extra_vars)
+        env["playbook_dir"] = playbook_dir
+
+        params = inventory.connection_params(host, render=lambda value, env=env: templar.render(value, env),
+                                             extra_vars=extra_vars)
         if params.key_file and params.key_file not in checked:
             checked.add(params.key_file)
             try:
@@ -237,7 +243,7 @@ def validate(playbook: Playbook, inventory, extra_vars: dict, modules: dict) -> 
     runtime: set = set()   # registered / set_fact names persist per host across plays
     for play in playbook.plays:
         hosts = _select(play, inventory)
-        check_connections(inventory, hosts)
+        check_connections(inventory, hosts, extra_vars, playbook.dir)
         inv_names: set = set()
         for host in hosts:
             host_vars = inventory.get_vars(host)

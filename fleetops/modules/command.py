@@ -1,24 +1,65 @@
 """`command`: run a program on the host without a shell.
 
-Every argv element is quoted with shlex.quote, so `$HOME`, `;` or `*` in an
-argument reach the program literally: what the playbook says is what runs.
-`shell` shares the option handling below and differs only in the command line.
+As ansible-core's `command` (expand_argument_vars, on by default), each argument has a
+leading `~` / `~user` and `$VAR` / `${VAR}` of the host's environment expanded the way
+Python's os.path.expanduser(os.path.expandvars()) does there: an unset variable stays as
+written, and nothing else is interpreted (`;`, `*`, quotes, spaces in a value reach the
+program literally). `chdir`, `creates` and `removes` are paths expanded the same way;
+`creates`/`removes` are glob patterns. `shell` shares the option handling below.
 """
 from __future__ import annotations
 
+import re
 import shlex
 
 from fleetops.modules.base import Arg, Module, TaskContext, result
 
 
+_VAR_RE = re.compile(r"\$(\w+|\{[^}]*\})", re.ASCII)
+_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
+_TILDE_USER_RE = re.compile(r"\A~[A-Za-z0-9._][A-Za-z0-9._-]*(?=/|\Z)")
+
+
+def _literal(text: str, glob: bool) -> str:
+    """Quote text for sh; with glob, leave * ? [ ] unquoted so the host's shell globs them."""
+    if not glob:
+        return shlex.quote(text) if text else ""
+    return "".join(part if part in ("*", "?", "[", "]") else shlex.quote(part)
+                   for part in re.split(r"([*?\[\]])", text) if part)
+
+
+def host_word(text: str, expand: bool = True, glob: bool = False) -> str:
+    """One sh word giving `text` on the host, with ~ and $VAR expanded as Python's
+    expanduser(expandvars()) would there (an unset variable is kept as written)."""
+    text = str(text)
+    if not expand:
+        return _literal(text, glob) or "''"
+    out = []
+    if text == "~" or text.startswith("~/"):
+        out.append('"$HOME"')
+        text = text[1:]
+    else:
+        m = _TILDE_USER_RE.match(text)
+        if m:                      # sh expands ~user itself and keeps it when there is no such user
+            out.append(m.group(0))
+            text = text[m.end():]
+    pos = 0
+    for m in _VAR_RE.finditer(text):
+        out.append(_literal(text[pos:m.start()], glob))
+        name = m.group(1)[1:-1] if m.group(1).startswith("{") else m.group(1)
+        if _NAME_RE.match(name):
+            kept = m.group(0).replace("\\", "\\\\").replace("$", "\\$").replace("}", "\\}")
+            out.append(f'"${{{name}-{kept}}}"')
+        else:
+            out.append(_literal(m.group(0), glob))
+        pos = m.end()
+    out.append(_literal(text[pos:], glob))
+    return "".join(out) or "''"
+
+
 def quote_path(path: str) -> str:
-    """shlex.quote a host path, keeping a leading `~/` meaning the remote user's home."""
-    path = str(path)
-    if path == "~":
-        return '"$HOME"'
-    if path.startswith("~/"):
-        return '"$HOME"/' + shlex.quote(path[2:])
-    return shlex.quote(path)
+    """A host path as one sh word, ~ and $VAR expanded (ansible-core's `path` arguments)."""
+    return host_word(path)
 
 
 def become_user(ctx: TaskContext) -> str | None:
@@ -49,6 +90,7 @@ COMMON_ARGS = {
     "stdin": Arg(str),
     "stdin_add_newline": Arg(bool, default=True),
     "timeout": Arg((int, float)),
+    "expand_argument_vars": Arg(bool, default=True),
 }
 
 
@@ -57,15 +99,18 @@ def run_program(ctx: TaskContext, args: dict, line: str, shown: str) -> dict:
     for key, want_exists in (("creates", False), ("removes", True)):
         path = args.get(key)
         if path:
-            probe_line = f"test -e {quote_path(path)}"
-            if args.get("chdir") and not str(path).startswith(("/", "~")):
+            # glob.glob(path) after chdir, as ansible-core: any match (a dangling symlink too)
+            probe_line = (f'( for f in {host_word(path, glob=True)}; do {{ test -e "$f" || test -L "$f"; }} '
+                          f'&& exit 0; done; exit 1 )')
+            if args.get("chdir"):
                 probe_line = f"cd {quote_path(args['chdir'])} && {probe_line}"
             probe = run_line(ctx, probe_line)
             exists = probe.rc == 0
             if exists != want_exists:
                 why = f"{path} exists" if exists else f"{path} does not exist"
-                return result(msg=f"skipped, since {why}", cmd=shown, rc=0, stdout="", stderr="",
-                              stdout_lines=[], stderr_lines=[])
+                return result(msg=f"Did not run command since '{path}' {'exists' if exists else 'does not exist'}",
+                              cmd=shown, rc=0, stdout=f"skipped, since {why}", stderr="",
+                              stdout_lines=[f"skipped, since {why}"], stderr_lines=[])
     if ctx.check:
         return result(skipped=True, msg=f"would run: {shown}", cmd=shown)
     if args.get("chdir"):
@@ -118,5 +163,6 @@ class Command(Module):
             argv = []
         if not argv:
             return result(failed=True, msg="no command given (cmd or argv)")
-        line = " ".join(shlex.quote(a) for a in argv)
+        expand = args.get("expand_argument_vars", True) is not False
+        line = " ".join(host_word(a, expand=expand) for a in argv)
         return run_program(ctx, args, line, " ".join(shlex.quote(a) for a in argv))

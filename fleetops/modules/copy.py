@@ -15,12 +15,16 @@ MAX_CONTENT = 32 * 1024 * 1024
 
 
 def find_source(ctx: TaskContext, src: str, subdir: str) -> str | None:
-    """Controller file for `src`: absolute, else `<subdir>/` or beside the playbook, else the project's."""
+    """Controller file for `src`: absolute, else the task's role (`<role>/<subdir>/`, the role,
+    its tasks/), then `<subdir>/` or beside the playbook, else the project's (as ansible-core)."""
     src = os.path.expanduser(str(src))
     if os.path.isabs(src):
         return src if os.path.exists(src) else None
     base = ctx.project_dir or os.getcwd()
-    for cand in (os.path.join(base, subdir, src), os.path.join(base, src),
+    role = getattr((ctx.extra or {}).get("task"), "role_path", None)
+    in_role = (os.path.join(role, subdir, src), os.path.join(role, src),
+               os.path.join(role, "tasks", src)) if role else ()
+    for cand in in_role + (os.path.join(base, subdir, src), os.path.join(base, src),
                  os.path.join(os.path.dirname(os.path.abspath(base)), subdir, src),
                  os.path.join(os.getcwd(), subdir, src)):
         if os.path.exists(cand):

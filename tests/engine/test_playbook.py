@@ -208,7 +208,7 @@ def test_serial_errors(tmp_path, serial, at):
 
 def test_hosts_list_and_play_defaults(tmp_path):
     play = load(tmp_path, "- hosts: [a, b]\n  gather_facts: no\n").plays[0]
-    assert play.hosts == "a:b" and play.name == "a:b" and play.gather_facts is False
+    assert play.hosts == "a:b" and play.name == "a,b" and play.gather_facts is False   # ansible-core names it a,b
     assert play.tasks == [] and play.handlers == [] and play.max_fail_percentage is None
 
 
@@ -252,7 +252,14 @@ ERRORS = [
     ("- hosts: all\n  handlers:\n    - command: ls\n", "a handler needs a 'name'", "3:7"),
     ("- hosts: all\n  tasks:\n    - command: [ls]\n", "must be a mapping or a command string", "3:16"),
     ("- hosts: all\n  tasks:\n    - wait_for: port 22\n", "must be key=value", "3:17"),
-    ("- hosts: all\n  tasks:\n    - include_tasks: x.yml\n", "include_tasks is not supported", "3:7"),
+    ("- hosts: all\n  tasks:\n    - include_tasks: x.yml\n", "task file not found: x.yml", "3:22"),
+    ("- hosts: all\n  tasks:\n    - include_tasks: '{{ os }}.yml'\n", "a templated include_tasks file", "3:22"),
+    ("- hosts: all\n  tasks:\n    - include_tasks: x.yml\n      loop: [1]\n", "a loop over an include_tasks", "4:7"),
+    ("- hosts: all\n  tasks:\n    - include: x.yml\n", "'include' was removed", "3:7"),
+    ("- hosts: all\n  tasks:\n    - apache2_module: {name: ssl}\n", "unknown module 'apache2_module'", "3:7"),
+    ("- hosts: all\n  tasks:\n    - command: ls\n      remote_usr: x\n", "unknown key 'remote_usr' in task (did you mean: remote_user", "4:7"),
+    ("- hosts: all\n  strategy: host_pinned\n  tasks: []\n", "'strategy' must be one of linear, free", "2:13"),
+    ("- hosts: all\n  tasks:\n    - action: nosuch x=1\n", "unknown module 'nosuch' in 'action'", "3:15"),
     ("- hosts: all\n  tasks:\n    - just a string\n", "must be a task (a mapping)", "3:7"),
     ("- hosts: all\n  tasks: {a: 1}\n", "'tasks' must be a list", "2:10"),
     ("- name: no hosts\n  tasks: []\n", "play has no 'hosts'", "1:3"),
@@ -262,7 +269,8 @@ ERRORS = [
     ("- hosts: all\n  max_fail_percentage: 'ten'\n", "'max_fail_percentage' must be a number", "2:24"),
     ("- hosts: all\n  gather_facts: maybe\n", "'gather_facts' must be true or false", "2:17"),
     ("- hosts: all\n  vars_files: [3]\n", "'vars_files' items must be file paths", "2:16"),
-    ("- hosts: all\n  roles: [x]\n", "roles are not supported", "2:3"),
+    ("- hosts: all\n  roles: [x]\n", "role 'x' not found", "2:11"),
+    ("- hosts: all\n  roles: [ns.coll.x]\n", "collections are not supported", "2:11"),
     ("- hosts: all\n- import_playbook: other.yml\n", "import_playbook is not supported", "2:3"),
     ("- hosts: all\n- 42\n", "play #2 must be a mapping", "2:3"),
     ("hosts: all\n", "a playbook must be a list of plays", "1:1"),

@@ -1,6 +1,8 @@
 """Generic modules through the executor on the LocalTransport (payloads really run under python3)."""
 from __future__ import annotations
 
+import os
+
 
 from fleetops.modules.registry import get_modules
 
@@ -89,8 +91,10 @@ def test_command_argv_quoting_and_creates(run, tmp_path):
         - hosts: h1
           gather_facts: false
           tasks:
+            - name: expanded
+              command: {argv: [echo, "$HOME; rm -rf /tmp/x", "*", "$NO_SUCH_VAR_ZZ"]}
             - name: literal
-              command: {argv: [echo, "$HOME; rm -rf /tmp/x", "*"]}
+              command: {argv: [echo, "$HOME; rm -rf /tmp/x", "*"], expand_argument_vars: false}
             - name: creates
               command: touch @TMP@/should-not
               args: {creates: "@TMP@/exists"}
@@ -99,6 +103,8 @@ def test_command_argv_quoting_and_creates(run, tmp_path):
               args: {stdin: hello, chdir: "@TMP@"}
     """)
     assert outcome.exit_code == 0
+    # as ansible-core: $VARS and ~ expanded on the host, nothing else interpreted
+    assert rec.results("expanded")["h1"]["stdout"] == os.path.expanduser("~") + "; rm -rf /tmp/x * $NO_SUCH_VAR_ZZ"
     assert rec.results("literal")["h1"]["stdout"] == "$HOME; rm -rf /tmp/x *"
     assert not rec.results("creates")["h1"]["changed"] and not (tmp_path / "should-not").exists()
     assert rec.results("stdin and chdir")["h1"]["stdout_lines"] == ["hello", str(tmp_path)]

@@ -1,0 +1,89 @@
+"""ansible-core, run as a subprocess, as the oracle fleetops' inventory and playbook reading is compared with.
+
+Each call runs in an empty scratch directory with its own ANSIBLE_HOME and no ansible.cfg, so
+nothing on the machine changes what ansible-core reads; only the ini and yaml inventory plugins
+are enabled (the two formats fleetops reads) and an unparsable source is an error, not a warning.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+BIN = os.path.dirname(sys.executable)
+
+
+def available() -> bool:
+    return os.path.exists(os.path.join(BIN, "ansible-inventory"))
+
+
+def _env(home: str, extra: dict | None = None) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env.update(ANSIBLE_HOME=home, ANSIBLE_CONFIG=os.path.join(home, "none.cfg"),
+               ANSIBLE_INVENTORY_ENABLED="ini,yaml", ANSIBLE_INVENTORY_UNPARSED_FAILED="1",
+               ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED="1", ANSIBLE_NOCOLOR="1",
+               ANSIBLE_DEPRECATION_WARNINGS="0", ANSIBLE_LOCALHOST_WARNING="0",
+               ANSIBLE_HOST_PATTERN_MISMATCH="ignore", ANSIBLE_PYTHON_INTERPRETER="auto_silent",
+               ANSIBLE_RETRY_FILES_ENABLED="0")
+    env.update(extra or {})
+    return env
+
+
+def run(tool: str, *args: str, env: dict | None = None, cwd: str | None = None) -> subprocess.CompletedProcess:
+    """Run an ansible-core command line tool; returns the completed process (never raises on rc)."""
+    with tempfile.TemporaryDirectory(prefix="fo-ansible-") as home:
+        return subprocess.run([os.path.join(BIN, tool), *args], cwd=cwd or home, env=_env(home, env),
+                              capture_output=True, text=True, timeout=120)
+
+
+def inventory_list(path: str) -> dict:
+    """`ansible-inventory -i PATH --list` as data; raises RuntimeError when ansible-core refuses the file."""
+    p = run("ansible-inventory", "-i", os.path.abspath(path), "--list")
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"rc {p.returncode}")
+    return json.loads(p.stdout)
+
+
+def membership(listing: dict) -> dict:
+    """host -> sorted group names (every group it is in, directly or through children, but `all`),
+    which is what ansible-core gives a host as `group_names`."""
+    groups = {k: v for k, v in listing.items() if k != "_meta"}
+
+    def hosts_of(name, seen=()):
+        g = groups.get(name, {})
+        out = set(g.get("hosts", []))
+        for child in g.get("children", []):
+            if child not in seen:
+                out |= hosts_of(child, seen + (name,))
+        return out
+    out: dict = {h: set() for h in hosts_of("all")}
+    for name in groups:
+        if name == "all":
+            continue
+        for h in hosts_of(name):
+            out.setdefault(h, set()).add(name)
+    return {h: sorted(gs) for h, gs in out.items()}
+
+
+def list_hosts(inventory: str, pattern: str) -> list:
+    """`ansible PATTERN --list-hosts`: the hosts ansible-core selects, in its order."""
+    p = run("ansible", "-i", os.path.abspath(inventory), pattern, "--list-hosts")
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr.strip() or p.stdout.strip())
+    lines = p.stdout.splitlines()
+    return [line.strip() for line in lines[1:] if line.strip()]   # first line: "  hosts (N):"
+
+
+def select_many(items: list, hash_seed: str = "0") -> list:
+    """ansible-core's InventoryManager over [{"inventory", "patterns"}] in one process (oracle_api.py)."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "oracle_api.py")
+    items = [dict(item, inventory=os.path.abspath(item["inventory"])) for item in items]
+    with tempfile.TemporaryDirectory(prefix="fo-ansible-") as home:
+        p = subprocess.run([sys.executable, script], input=json.dumps(items), cwd=home,
+                           env=_env(home, {"PYTHONHASHSEED": hash_seed}),
+                           capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr.strip()[-2000:])
+    return json.loads(p.stdout)
