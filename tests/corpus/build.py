@@ -27,6 +27,7 @@ except ImportError:          # run as a script from tests/corpus
     import sys
     sys.path.insert(0, str(HERE.parent.parent))
     from tests import hermes_matrix
+VENV = hermes_matrix.get(hermes_matrix.OLDEST).venv    # the default version's venv
 CACHE = Path(os.environ.get("FLEETOPS_CORPUS_CACHE", "/var/tmp/fleetops-corpus-cache"))
 SIDECARS = ("", "-wal", "-shm")
 GEN_VERSION = 3  # bump when hermes_gen.py output changes, to invalidate the cache

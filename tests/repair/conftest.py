@@ -120,10 +120,11 @@ def home(tmp_path, std_image):
     return root
 
 
-def start_gateway(procs, root, timeout=180.0):
-    """A real `hermes gateway run` on root; returns once it holds state.db."""
+def start_gateway(procs, root, timeout=180.0, hermes=HERMES):
+    """A real `hermes gateway run` (of the Hermes command `hermes`) on root; returns once it
+    holds state.db."""
     log = open(root.parent / "gateway-test.log", "ab")
-    p = procs.add(subprocess.Popen([str(HERMES), "gateway", "run"], cwd=str(root), env=hermes_env(root),
+    p = procs.add(subprocess.Popen([str(hermes), "gateway", "run"], cwd=str(root), env=hermes_env(root),
                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                    start_new_session=True))
     log.close()
@@ -132,7 +133,7 @@ def start_gateway(procs, root, timeout=180.0):
         if p.poll() is not None:
             raise AssertionError("gateway exited %s: %s" % (
                 p.returncode, (root.parent / "gateway-test.log").read_text()[-2000:]))
-        return [h for h in holders(root / "state.db", "gateway") if h["pid"] == p.pid]
+        return [h for h in holders(root / "state.db") if h["pid"] == p.pid]   # whatever its kind
     wait_for(ready, timeout, "the gateway to hold state.db")
     return p
 
