@@ -55,7 +55,8 @@ def _load() -> list:
 
 VERSIONS = _load()
 BY_VERSION = {v.version: v for v in VERSIONS}
-OLDEST = VERSIONS[0].version
+ALL = [v.version for v in VERSIONS]
+OLDEST = ALL[0]
 NEWER = [v.version for v in VERSIONS[1:]]
 
 

@@ -2261,12 +2261,7 @@ class Salvage(object):
                                   "the rebuilt table has its DDL's" % (name, e))
         if src_rows is None:
             return ddl_rows
-        want = dict((k, v) for k, v in src_rows if k != "version")
-        want.update((k, v) for k, v in ddl_rows if k == "version")
-        out.execute("DELETE FROM main.%s" % _q(name + "_config"))
-        for k, v in sorted(want.items()):
-            out.execute("INSERT INTO main.%s(k, v) VALUES (?, ?)" % _q(name + "_config"), (k, v))
-        return [[k, want[k]] for k in sorted(want)]
+        return put_fts_config(out, name, src_rows, ddl_rows)
 
     def _fts_config_check(self, name):
         """The output's FTS config rows are exactly those its CREATE VIRTUAL TABLE wrote
@@ -2564,6 +2559,18 @@ def _schema_names(con, kind=None):
 
 def _fts_config_rows(con, table):
     return [list(r) for r in con.execute("SELECT k, v FROM main.%s ORDER BY k" % _q(table))]
+
+
+def put_fts_config(con, name, src_rows, ddl_rows, schema="main"):
+    """Write the source's FTS settings (rows of its _config) into the new table's _config, with
+    `version` as this SQLite's CREATE wrote it; returns the rows written."""
+    want = dict((k, v) for k, v in src_rows if k != "version")
+    want.update((k, v) for k, v in ddl_rows if k == "version")
+    cfg = "%s.%s" % (schema, _q(name + "_config"))
+    con.execute("DELETE FROM %s" % cfg)
+    for k, v in sorted(want.items()):
+        con.execute("INSERT INTO %s(k, v) VALUES (?, ?)" % cfg, (k, v))
+    return [[k, want[k]] for k in sorted(want)]
 
 
 def _fdatasync_path(path):

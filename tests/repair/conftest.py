@@ -103,6 +103,27 @@ def std_image(tmp_path_factory, std_src):
 
 
 @pytest.fixture(scope="session")
+def image_of(tmp_path_factory, std_image):
+    """image_of(version) -> the standard store written by that Hermes version (skips with the
+    install command when its venv is absent); the oldest version's is std_image."""
+    from tests import hermes_matrix
+    made = {hermes_matrix.OLDEST: std_image}
+
+    def make(version):
+        if version not in made:
+            try:
+                build.venv_python(version)
+            except build.HermesVenvMissing as exc:
+                pytest.skip(str(exc))
+            p = tmp_path_factory.mktemp("repair-std-%s" % version) / "state.db"
+            build.standard_db(p, hermes=version)
+            made[version] = p
+        return made[version]
+
+    return make
+
+
+@pytest.fixture(scope="session")
 def wal_image(tmp_path_factory, std_image):
     """The same database with a committed conversation only in its WAL (three-file image)."""
     p = tmp_path_factory.mktemp("repair-wal") / "state.db"

@@ -45,7 +45,7 @@ def test_good_store_under_a_live_gateway_verifies(home, procs):
     c.close()
 
 
-@pytest.mark.parametrize("version", [v.version for v in hermes_matrix.VERSIONS])
+@pytest.mark.parametrize("version", hermes_matrix.ALL)
 def test_each_version_reads_its_store_with_its_own_hermes(version, tmp_path, procs):
     """A store written by that version's SessionDB under that version's own gateway: its
     `sessions stats` and a search through its own SessionDB find the probe message."""
