@@ -600,7 +600,8 @@ class Salvage(object):
                               "%d): free pages found from the pages instead"
                               % (h.freelist_trunk, h.freelist_count))
         r["header_inferred"] = list(self.header_inferred)
-        r["source_format"] = self.keep = _source_format(image, self.reader.header, image_info)
+        r["source_format"] = self.keep = _source_format(image, self.reader.header, image_info,
+                                                        self.header_inferred, fallback)
         self._load_schema(image)
         self._tick("schema", t)
         self._speculate_fts()
@@ -2687,10 +2688,12 @@ def _free_pages(rd, cls, header_inferred):
                   "header_freelist_count": rd.header.freelist_count if trusted else None}
 
 
-def _source_format(image, header, image_info):
+def _source_format(image, header, image_info, inferred=(), fallback=None):
     """What the output keeps of the source: journal mode (WAL when the header says so or a
     WAL was applied), page size, encoding, user_version, application_id, auto_vacuum. From
-    the source's own header; from the fallback header (schema_from) only where it is damaged."""
+    the source's own header; where that was damaged (fields inferred from the pages), the
+    fields other than the page size come from the fallback header (schema_from: a healthy
+    store of the same host) when there is one, else they are the inferred ones, said so."""
     with open(image, "rb") as fh:
         raw = fh.read(100)
     try:
@@ -2699,12 +2702,21 @@ def _source_format(image, header, image_info):
     except sf.FormatError:
         own = header
         origin = "fallback header (the source's is unreadable)"
-    wal = (own.write_version, own.read_version) == (2, 2) or bool(
+    fields = own
+    if inferred:
+        origin = "header inferred from the pages (%s)" % ", ".join(inferred)
+        if fallback:
+            try:
+                fields = sf.parse_header(fallback)
+                origin += "; the other fields from schema_from's header"
+            except sf.FormatError:
+                pass
+    wal = (fields.write_version, fields.read_version) == (2, 2) or bool(
         image_info.get("wal_present") and image_info.get("wal_applied"))
     return {"journal_mode": "wal" if wal else "delete", "page_size": own.page_size,
-            "encoding": {2: "UTF-16le", 3: "UTF-16be"}.get(own.text_encoding, "UTF-8"),
-            "user_version": own.user_version, "application_id": own.application_id,
-            "auto_vacuum": (2 if own.incremental_vacuum else 1) if own.vacuum_mode else 0,
+            "encoding": {2: "UTF-16le", 3: "UTF-16be"}.get(fields.text_encoding, "UTF-8"),
+            "user_version": fields.user_version, "application_id": fields.application_id,
+            "auto_vacuum": (2 if fields.incremental_vacuum else 1) if fields.vacuum_mode else 0,
             "from": origin}
 
 
