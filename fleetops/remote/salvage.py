@@ -2444,12 +2444,19 @@ class Salvage(object):
         want = objects(self.schema_rows)
         got = objects(_load_schema_rows(out))
         shadow = set(t.name for t in self.tables.values() if t.shadow_of)
+        # DDL a fallback schema supplied for objects lost with the schema page was not read
+        # from the file: one that could not be created is noted (the notes say why), not
+        # counted as an object of the source the output lost
+        guessed = set((self.report.get("schema_fallback") or {}).get("objects") or [])
+        not_created = sorted("%s %s" % k for k in set(want) - set(got) if k[1] in guessed)
+        want = dict((k, v) for k, v in want.items() if not (k[1] in guessed and k not in got))
         missing = sorted("%s %s" % k for k in set(want) - set(got))
         changed = sorted("%s %s" % k for k in set(want) & set(got)
                          if k[1] not in shadow and want[k] != got[k])
         extra = sorted("%s %s" % k for k in set(got) - set(want))
         return {"ok": not (missing or changed or extra), "objects": len(want),
-                "missing": missing, "sql_differs": changed, "extra": extra}
+                "missing": missing, "sql_differs": changed, "extra": extra,
+                "fallback_ddl_not_created": not_created}
 
     def _table_report(self, st, saved, via_index):
         identified = st.identified + st.undecodable
