@@ -602,6 +602,9 @@ class Salvage(object):
         r["header_inferred"] = list(self.header_inferred)
         r["source_format"] = self.keep = _source_format(image, self.reader.header, image_info,
                                                         self.header_inferred, fallback)
+        if not self.keep["journal_mode_known"]:
+            self.notes.append("the source's journal mode is lost with its header (no -wal, no "
+                              "schema_from): the output is in DELETE mode")
         self._load_schema(image)
         self._tick("schema", t)
         self._speculate_fts()
@@ -2710,17 +2713,23 @@ def _source_format(image, header, image_info, inferred=(), fallback=None):
         own = header
         origin = "fallback header (the source's is unreadable)"
     fields = own
+    known = True
     if inferred:
         origin = "header inferred from the pages (%s)" % ", ".join(inferred)
+        known = "file_format_versions" not in inferred
         if fallback:
             try:
                 fields = sf.parse_header(fallback)
                 origin += "; the other fields from schema_from's header"
+                known = True
             except sf.FormatError:
                 pass
-    wal = (fields.write_version, fields.read_version) == (2, 2) or bool(
-        image_info.get("wal_present") and image_info.get("wal_applied"))
+    applied = bool(image_info.get("wal_present") and image_info.get("wal_applied"))
+    wal = (fields.write_version, fields.read_version) == (2, 2) or applied
+    # nothing says which mode it was: DELETE, which never exposes the store to the WAL-reset
+    # bug; Hermes switches it to WAL itself where its SQLite is safe
     return {"journal_mode": "wal" if wal else "delete", "page_size": own.page_size,
+            "journal_mode_known": known or applied,
             "encoding": {2: "UTF-16le", 3: "UTF-16be"}.get(fields.text_encoding, "UTF-8"),
             "user_version": fields.user_version, "application_id": fields.application_id,
             "auto_vacuum": (2 if fields.incremental_vacuum else 1) if fields.vacuum_mode else 0,

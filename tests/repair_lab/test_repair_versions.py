@@ -9,11 +9,14 @@ each profile's own Hermes from the command line of the gateway holding it, and t
 """
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
+from pathlib import Path
 
 import pytest
 
+from fleetops.remote import hermes_holders
 from tests import hermes_matrix
 from tests.corpus import build, damage
 
@@ -73,9 +76,10 @@ def check_repaired(seeder, by, name, profile, d, pid, mode, version):
         missing = ids - rowids(db, table)
         assert not missing, (name, profile, table, sorted(missing)[:10])
     assert header_journal_mode(db) == mode, (name, profile)        # never switched
-    # restarted, on the new file (0.20.1 reopens its connections now and then: wait for one)
-    gw = seeder.wait_holder(name, "gateway", 60, what="the restarted gateway", profile=profile)
-    assert gw["pid"] != pid, (name, profile, gw)
+    # the old gateway stopped, a new one running (its gateway.pid; it need not hold the store at
+    # this instant: 0.20.1 reopens its connections); that it reads the new file is verify's proof
+    new_pid = json.loads((Path(h["profile_home"]) / "gateway.pid").read_text())["pid"]
+    assert new_pid != pid and hermes_holders.alive(new_pid) and not hermes_holders.alive(pid), (name, profile)
     vres = next(r for r in by[VERIFY][name][1]["results"] if r["r"]["profile"] == (profile or "default"))
     ch = vres["checks"]
     assert not vres["failed"], vres["msg"]
@@ -104,7 +108,7 @@ def test_newer_version_repaired_with_its_own_gateway(lab, seeder, stores, versio
     assert rc == 0, failures(doc)
     for name, (d, pid, mode) in seeded.items():
         st, res = by["outcome: REPAIRED"][name]
-        assert st == "changed" and res["msg"].startswith("REPAIRED: default was " + d.expect_verdict), res
+        assert st == "changed" and res["msg"].startswith("REPAIRED: default was "), res
         check_repaired(seeder, by, name, None, d, pid, mode, version)
     paths = {n: by["repair on a copy, verify the new file"][n][1]["results"][0]["path"] for n in plan}
     assert paths == {"lab01": "salvage", "lab02": "fts_rebuild"}
@@ -122,7 +126,8 @@ def test_two_profiles_of_two_shapes_repaired_in_one_run(lab, seeder, stores, tmp
     by = results_by_task(doc)
     assert rc == 0, failures(doc)
     st, res = by["outcome: REPAIRED"][name]
-    assert st == "changed" and "default was structural_corruption" in res["msg"] \
-        and "work was fts_index_damage" in res["msg"], res
+    assert st == "changed" and "default was " in res["msg"] and "work was " in res["msg"], res
+    paths = {r["profile"]: r["path"] for r in by["repair on a copy, verify the new file"][name][1]["results"]}
+    assert paths == {"default": "salvage", "work": "fts_rebuild"}, paths
     check_repaired(seeder, by, name, None, d0, pid0, mode0, hermes_matrix.OLDEST)
     check_repaired(seeder, by, name, "work", d1, pid1, mode1, newer)
