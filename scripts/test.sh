@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs the whole test suite on a fresh Debian/Ubuntu machine: installs openssh-server,
-# the Python dependencies and the hermes-agent test venv first. Needs root (the lab
-# creates one Unix user per simulated host). Extra arguments go to pytest.
+# Runs the whole test suite on a fresh Debian/Ubuntu machine: installs openssh-server, the
+# Python dependencies and one test venv per Hermes version of tests/hermes_matrix.txt first.
+# Needs root (the lab creates one Unix user per simulated host). Extra arguments go to pytest.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/scripts/setup.sh"
@@ -10,6 +10,10 @@ bash "$ROOT/scripts/hermes-venv.sh" >/dev/null
 # /root-owned interpreter is out of their reach).
 PYTHON=/usr/bin/python3 FLEETOPS_HERMES_VENV=/opt/fleetops-test/hermes-venv-shared \
   bash "$ROOT/scripts/hermes-venv.sh" >/dev/null
+# The newer versions: one venv each on the system python, for the corpus and the lab alike.
+for v in $(grep -v '^#' "$ROOT/tests/hermes_matrix.txt" | awk 'NF {print $1}' | tail -n +2); do
+  PYTHON=/usr/bin/python3 bash "$ROOT/scripts/hermes-venv.sh" "$v" >/dev/null
+done
 cd "$ROOT"
 # -rs: every skip is listed with its reason; tests/skip_policy.py fails the run on one outside its allow-list
 exec "$VENV/bin/python" -m pytest -p no:cacheprovider -rs "$@"

@@ -137,6 +137,17 @@ def _holders_text(h: dict | None) -> str:
     return summary(h)
 
 
+def _journal_text(j: dict | None) -> str:
+    """The store's journal mode, and the one Hermes 0.20.1+ picks on that host's SQLite where they
+    differ ("wal, Hermes: delete (SQLite 3.40.1 has the WAL-reset bug)")."""
+    if not j:
+        return "-"
+    if j["mode"] == j["hermes_new_store_mode"]:
+        return j["mode"]
+    why = " (SQLite %s has the WAL-reset bug)" % j["sqlite_version"] if j.get("wal_reset_bug") else ""
+    return "%s, Hermes: %s%s" % (j["mode"], j["hermes_new_store_mode"], why)
+
+
 def rows_from(results: dict) -> list[dict]:
     """One row per (host, profile) from {host: module result}; hosts without a result get a pseudo-verdict."""
     rows = []
@@ -166,6 +177,7 @@ def rows_from(results: dict) -> list[dict]:
                 "reasons": d.get("reasons") or [], "audited_at": res.get("audited_at"),
                 "persisting": (d.get("persistence") or {}).get("persisting"),
                 "persistence": persistence_row(d.get("persistence")),
+                "journal": _journal_text(d.get("journal")),
             })
     return sort_rows(rows)
 
@@ -255,6 +267,7 @@ FLEET_COLUMNS = [
     Col("holders", lambda r: escape(str(r.get("holders") or "-")), wide_only=True, detail=True),
     Col("backup age", lambda r: _age(r.get("backup_age_hours")), short="backup"),
     Col("WAL", lambda r: _mb(r.get("wal_bytes")), narrow=lambda r: _mb_short(r.get("wal_bytes")), justify="right"),
+    Col("journal", lambda r: escape(r.get("journal") or "-"), wide_only=True, detail=True),
     Col("warnings", lambda r: escape(", ".join(r.get("warnings") or []) or "-"), wide_only=True, detail=True),
 ]
 

@@ -63,6 +63,13 @@ def render(report, console=None) -> None:
         console.print("fts %s: %s%s" % (name, f.get("mode"),
                                         "" if not f.get("created") else ", integrity %s, match %s"
                                         % (f.get("integrity_check"), f.get("match_ok"))))
+    out_fmt = report.get("output_format") or {}
+    if out_fmt:
+        objs = ((report.get("verification") or {}).get("schema_objects") or {}).get("objects")
+        console.print("output as the source: journal mode %s, page size %s, user_version %s, "
+                      "application_id %s, auto_vacuum %s, %s schema objects"
+                      % (out_fmt.get("journal_mode"), out_fmt.get("page_size"), out_fmt.get("user_version"),
+                         out_fmt.get("application_id"), out_fmt.get("auto_vacuum"), objs))
     img = report.get("image", {})
     src = report.get("source_unchanged", {})
     console.print("image: %s bytes sha256 %s; source unchanged: %s"

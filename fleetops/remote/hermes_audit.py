@@ -46,6 +46,7 @@ except ImportError:  # pragma: no cover
     from urllib import quote as _urlquote
 
 from fleetops.remote import hermes_holders
+from fleetops.remote import hermes_journal
 from fleetops.remote import hermes_paths
 from fleetops.remote import hermes_persistence
 from fleetops.remote.durable import sha256_file
@@ -1052,7 +1053,8 @@ def audit_db(entry, opts, tooling, now):
            "conditions": [], "reasons": [], "warnings": [], "errors_by_object": {}, "errors_total": 0,
            "files": None, "header": None, "open_mode": None, "sqlite": None, "integrity": None,
            "honesty": None, "foreign_keys": None, "fts": None, "fts_triggers": None, "holders": None,
-           "gateway_pid": None, "service": None, "backups": None, "persistence": None, "error": None}
+           "gateway_pid": None, "service": None, "backups": None, "persistence": None, "journal": None,
+           "error": None}
     if entry.get("error"):
         rec["verdict"] = "missing"
         rec["reasons"] = [entry["error"]]
@@ -1103,6 +1105,8 @@ def _audit_db(rec, db, entry, opts, tooling, now):
         return
     header = read_header(db)
     rec["header"] = header
+    if header["valid"]:
+        rec["journal"] = hermes_journal.advice(header["journal_mode"])
     if not header["valid"]:
         rec["verdict"] = "unreadable"
         rec["reasons"].append(header["reason"])
@@ -1219,6 +1223,8 @@ def _warnings(rec, opts, tooling):
     if free is not None and size and free < 2 * size:
         w.append({"code": "low_free_space", "msg": "%.1f MB free, under twice the database (%.1f MB)"
                   % (free / 1048576.0, size / 1048576.0)})
+    if (rec.get("journal") or {}).get("warning"):
+        w.append({"code": "wal_reset_bug", "msg": rec["journal"]["warning"]})
     gp = rec.get("gateway_pid")
     if gp and gp.get("state", "").startswith("stale"):
         w.append({"code": "gateway_pid_stale", "msg": "gateway.pid: %s" % gp["state"]})

@@ -94,6 +94,8 @@ def fts_rebuild(image_db, work, out_path):
     finally:
         c.close()
     notes = []
+    with open(image_db, "rb") as fh:
+        wal = fh.read(20)[18:20] == b"\x02\x02"
     fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     os.close(fd)
     out = sqlite3.connect(out_path, isolation_level=None)
@@ -114,6 +116,14 @@ def fts_rebuild(image_db, work, out_path):
         for t, n, _, sql in objs:
             if n in fts:
                 out.execute(sql)
+                try:
+                    src_cfg = out.execute("SELECT k, v FROM src.%s ORDER BY k" % _q(n + "_config")).fetchall()
+                except sqlite3.Error as exc:
+                    notes.append("%s: the image's FTS settings are unreadable (%s); the DDL's kept" % (n, exc))
+                    src_cfg = None
+                if src_cfg is not None:
+                    ddl = out.execute("SELECT k, v FROM main.%s" % _q(n + "_config")).fetchall()
+                    salvage_mod.put_fts_config(out, n, src_cfg, ddl)
         for t, n, _, sql in objs:
             if t == "trigger":
                 out.execute(sql)
@@ -142,8 +152,10 @@ def fts_rebuild(image_db, work, out_path):
         for n in fts:
             out.execute("INSERT INTO %s(%s, rank) VALUES('integrity-check', 1)" % (_q(n), _q(n)))
             notes.append("%s re-filled from messages by its triggers and integrity-checked" % n)
-        out.execute("PRAGMA journal_mode=WAL").fetchall()  # as Hermes keeps it
-        out.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        if wal:      # the journal mode the image was in (never DELETE to WAL or back)
+            out.execute("PRAGMA journal_mode=WAL").fetchall()
+            out.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        notes.append("journal mode %s, as the image" % ("wal" if wal else "delete"))
     finally:
         out.close()
     for s in ("-wal", "-shm"):

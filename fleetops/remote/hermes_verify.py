@@ -6,10 +6,16 @@ persistence. The probe stays inside Hermes' own schema (no scratch table): one c
 transaction inserts the key `fleetops_verify_probe` into state_meta, a fresh connection
 reads it back, a second committed transaction deletes it, and another fresh connection
 checks it is gone. Then quick_check, table-scan counts (NOT INDEXED, never an index)
-against the repair report, an FTS MATCH answer for a word of a stored message, and, where
-`hermes` is installed, Hermes' own `hermes sessions stats` reading the store.
+against the repair report, an FTS MATCH answer for a word of a stored message, and the host's
+own Hermes reading the store: its `sessions stats`, and a search through its own SessionDB
+(the interpreter that runs that Hermes, importing its hermes_state) that must find the probe
+message. Which Hermes: `hermes_bin` when given, else the one a live holder of this store runs
+(the restarted gateway), else `hermes` or `hermesx` on PATH; none found is reported, not
+passed. Why both: a store every Hermes version opens the same way is no proof; the version
+that runs there (0.19.0's inline FTS, 0.20.1's external content over a view) must read it.
 Stdlib only, Python 3.8+; main(args) is the payload entry point.
 """
+import json
 import os
 import re
 import shutil
@@ -17,10 +23,26 @@ import sqlite3
 import subprocess
 import time
 
+from fleetops.remote import hermes_holders
 from fleetops.remote import hermes_snapshot as fs
+from fleetops.remote import hermes_writers
 
 PROBE_KEY = "fleetops_verify_probe"
 BAD_OUTPUT = ("malformed", "Traceback", "disk I/O error", "not a database")
+HERMES_NAMES = ("hermes", "hermesx")
+# Run by the host's Hermes interpreter: a search through its own SessionDB (a writable open,
+# as every Hermes command does; 0.19.0 enables FTS only then). Prints one JSON line.
+SEARCH_PY = r"""
+import json, sys
+from pathlib import Path
+from hermes_state import SessionDB
+db = SessionDB(db_path=Path(sys.argv[1]))
+try:
+    hits = db.search_messages(sys.argv[2], limit=int(sys.argv[3]), include_inactive=True)
+finally:
+    db.close()
+print(json.dumps({"ids": [h.get("id") for h in hits]}))
+"""
 
 
 def _q(name):
@@ -105,26 +127,35 @@ def read_checks(db, expect_counts=None, count_mode="at_least", timeout=30.0):
         out["fts_tables"], out["fts_triggers"] = fts, len(trig)
         if fts and not trig:
             out["fts_problems"].append("FTS tables %s have no sync triggers: they would stay empty" % fts)
-        probe = None
-        if fts:
+        sqls = dict((n, sql) for ty, n, sql in objs if n in fts)
+        out["probe"] = None
+        for name in fts:
+            # the newest message this FTS table indexes: from what it reads (its content= table
+            # or view: 0.20.1's trigram view leaves tool rows out), else from messages
+            src, key = _fts_source(sqls[name])
+            probe = None
             try:
                 for rowid, text in c.execute(
-                        "SELECT id, content FROM messages WHERE content IS NOT NULL ORDER BY id DESC LIMIT 200"):
+                        "SELECT %s, content FROM %s WHERE content IS NOT NULL ORDER BY %s DESC LIMIT 200"
+                        % (_q(key), _q(src), _q(key))):
                     words = re.findall(r"[A-Za-z0-9]{4,}", text if isinstance(text, str) else "")
                     if words:
                         probe = (rowid, words[0])
                         break
             except sqlite3.Error as exc:
-                out["fts_problems"].append("cannot read messages for a probe word: %s" % exc)
-        for name in fts:
+                out["fts_problems"].append("cannot read %s for a probe word: %s" % (src, exc))
+                continue
             if probe is None:
                 out["fts"][name] = {"probe": None, "ok": True, "note": "no message text to probe"}
                 continue
+            if out["probe"] is None or name == "messages_fts":
+                out["probe"] = [probe[1], probe[0]]
             try:
                 hits = [r[0] for r in c.execute("SELECT rowid FROM %s WHERE %s MATCH ?" % (_q(name), _q(name)),
                                                 ('"%s"' % probe[1],))]
                 ok = probe[0] in hits
-                out["fts"][name] = {"probe": probe[1], "rowid": probe[0], "hits": len(hits), "ok": ok}
+                out["fts"][name] = {"probe": probe[1], "rowid": probe[0], "hits": len(hits), "ok": ok,
+                                    "reads": src}
                 if not ok:
                     out["fts_problems"].append("%s MATCH %r does not return message %d" % (name, probe[1], probe[0]))
             except sqlite3.Error as exc:
@@ -144,13 +175,85 @@ def read_checks(db, expect_counts=None, count_mode="at_least", timeout=30.0):
     return out
 
 
+def _fts_source(sql):
+    """(table or view, rowid column) an FTS table indexes: its content= option, else messages."""
+    m = re.search(r"\bcontent\s*=\s*'([^']+)'", sql or "", re.I)
+    src = m.group(1) if m else "messages"
+    k = re.search(r"\bcontent_rowid\s*=\s*'([^']+)'", sql or "", re.I)
+    return src, k.group(1) if k else ("id" if src == "messages" else "rowid")
+
+
+def find_hermes(db, hermes_bin=None):
+    """(argv prefix that runs this host's Hermes, where it was found), or (None, why)."""
+    if hermes_bin:
+        return [hermes_bin], "hermes_bin"
+    try:
+        holders = hermes_holders.scan(db)["holders"]
+    except (OSError, KeyError, ValueError):
+        holders = []
+    for h in holders:
+        pid = h.get("pid")
+        cmd = hermes_writers.hermes_command(h.get("cmdline"), hermes_writers._exe(pid),
+                                            hermes_writers._environ(pid))
+        if cmd:
+            return cmd, "the command line of holder PID %s" % pid
+    for name in HERMES_NAMES:
+        found = shutil.which(name)
+        if found:
+            return [found], "PATH"
+    return None, "no Hermes found (no hermes_bin, no Hermes holder, no %s on PATH)" % "/".join(HERMES_NAMES)
+
+
+def hermes_python(cmd):
+    """The interpreter of a Hermes command: itself when it is a python, else its script's #! line."""
+    first = cmd[0]
+    if re.match(r"python[0-9.]*$", os.path.basename(first)):
+        return first
+    try:
+        with open(first, "rb") as fh:
+            line = fh.readline(512).decode("utf-8", "replace")
+    except OSError:
+        return None
+    if not line.startswith("#!"):
+        return None
+    parts = line[2:].split()
+    if not parts:
+        return None
+    if os.path.basename(parts[0]) == "env" and len(parts) > 1:
+        return shutil.which(parts[1])
+    return parts[0]
+
+
+def hermes_search(python, db, home, probe, extra_env=None, timeout=180.0, limit=100000):
+    """Search for the probe word through the host Hermes' own SessionDB: its hits must hold the
+    probe message."""
+    env = dict(os.environ)
+    env.update(extra_env or {})
+    env["HERMES_HOME"] = home
+    word, rowid = probe
+    try:
+        r = subprocess.run([python, "-c", SEARCH_PY, db, word, str(limit)], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env, cwd=home,
+                           timeout=timeout)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return {"ok": False, "word": word, "rowid": rowid, "error": str(exc)}
+    out = r.stdout.decode("utf-8", "replace").strip().splitlines()
+    try:
+        ids = json.loads(out[-1])["ids"]
+    except (IndexError, ValueError, KeyError):
+        return {"ok": False, "word": word, "rowid": rowid, "rc": r.returncode,
+                "error": r.stderr.decode("utf-8", "replace")[-600:]}
+    return {"ok": rowid in ids, "word": word, "rowid": rowid, "hits": len(ids), "python": python}
+
+
 def hermes_stats(hermes_bin, home, extra_env=None, timeout=180.0):
     """Run `hermes sessions stats` for this profile (HERMES_HOME named explicitly)."""
     env = dict(os.environ)
     env.update(extra_env or {})
     env["HERMES_HOME"] = home
     try:
-        r = subprocess.run([hermes_bin, "sessions", "stats"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        cmd = list(hermes_bin) if isinstance(hermes_bin, (list, tuple)) else [hermes_bin]
+        r = subprocess.run(cmd + ["sessions", "stats"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            stdin=subprocess.DEVNULL, env=env, cwd=home, timeout=timeout)
     except (OSError, subprocess.SubprocessError) as exc:
         return {"ok": False, "rc": None, "output": str(exc)}
@@ -177,16 +280,31 @@ def verify(loc, args):
         q = rc["quick_check"] or {}
         problems.append("quick_check: %s error(s): %s" % (q.get("errors"), "; ".join(q.get("first") or [])[:300]))
     problems += rc["count_problems"] + rc["fts_problems"]
-    hb = args.get("hermes_bin")
-    if hb is None and args.get("hermes_stats", True) not in (False, "false", "no", "0"):
-        hb = shutil.which("hermes")
-    if hb:
-        st = hermes_stats(hb, loc["home"], args.get("hermes_env"), fs.num(args.get("hermes_timeout"), 180.0))
-        checks["hermes_sessions_stats"] = st
-        if not st["ok"]:
-            problems.append("`hermes sessions stats` failed (rc %s): %s" % (st["rc"], st["output"][-300:]))
-    else:
-        checks["hermes_sessions_stats"] = {"ok": None, "note": "hermes not installed here: skipped"}
+    if args.get("hermes_stats", True) in (False, "false", "no", "0"):
+        checks["hermes_sessions_stats"] = {"ok": None, "note": "not asked for (hermes_stats=false)"}
+        return problems, checks, round(time.time() - started, 3)
+    cmd, where = find_hermes(db, args.get("hermes_bin"))
+    checks["hermes"] = {"command": cmd, "found_by": where}
+    if not cmd:
+        checks["hermes_sessions_stats"] = {"ok": None, "note": where + ": skipped"}
+        return problems, checks, round(time.time() - started, 3)
+    htimeout = fs.num(args.get("hermes_timeout"), 180.0)
+    st = hermes_stats(cmd, loc["home"], args.get("hermes_env"), htimeout)
+    checks["hermes_sessions_stats"] = st
+    if not st["ok"]:
+        problems.append("`%s sessions stats` failed (rc %s): %s" % (
+            os.path.basename(cmd[-1]), st["rc"], st["output"][-300:]))
+    if rc.get("probe") and rc.get("fts_tables"):
+        py = hermes_python(cmd)
+        if py is None:
+            sr = {"ok": False, "error": "no interpreter found for %s" % cmd[0]}
+        else:
+            sr = hermes_search(py, db, loc["home"], rc["probe"], args.get("hermes_env"), htimeout)
+        checks["hermes_search"] = sr
+        if not sr["ok"]:
+            problems.append("a search through the host Hermes' own SessionDB for %r does not find "
+                            "message %s: %s" % (sr.get("word"), sr.get("rowid"),
+                                                sr.get("error") or "%s hits" % sr.get("hits")))
     return problems, checks, round(time.time() - started, 3)
 
 
@@ -215,7 +333,9 @@ def main(args):
     st = checks.get("hermes_sessions_stats") or {}
     return {"changed": False, "failed": False, "skipped": False, "checks": checks, "problems": [],
             "elapsed_s": elapsed,
-            "msg": "%s verified: writes commit, quick_check ok, counts %s, FTS %s%s" % (
+            "msg": "%s verified: writes commit, quick_check ok, counts %s, FTS %s%s%s" % (
                 loc["db"], "as reported" if checks["counts"] else "not compared",
                 "answers" if checks.get("fts_tables") else "absent (Hermes rebuilds it on open)",
-                ", hermes sessions stats reads it" if st.get("ok") else "")}
+                ", hermes sessions stats reads it" if st.get("ok") else "",
+                ", its own SessionDB search finds message %s" % checks["hermes_search"]["rowid"]
+                if (checks.get("hermes_search") or {}).get("ok") else "")}

@@ -600,6 +600,11 @@ class Salvage(object):
                               "%d): free pages found from the pages instead"
                               % (h.freelist_trunk, h.freelist_count))
         r["header_inferred"] = list(self.header_inferred)
+        r["source_format"] = self.keep = _source_format(image, self.reader.header, image_info,
+                                                        self.header_inferred, fallback)
+        if not self.keep["journal_mode_known"]:
+            self.notes.append("the source's journal mode is lost with its header (no -wal, no "
+                              "schema_from): the output is in DELETE mode")
         self._load_schema(image)
         self._tick("schema", t)
         self._speculate_fts()
@@ -1238,15 +1243,15 @@ class Salvage(object):
         out.execute("PRAGMA foreign_keys=OFF")
         out.execute("PRAGMA journal_mode=DELETE")
         out.execute("PRAGMA synchronous=OFF")
-        hdr = self.reader.header
-        try:
-            out.execute("PRAGMA page_size=%d" % hdr.page_size)
-            if hdr.text_encoding in (2, 3):
-                out.execute("PRAGMA encoding='%s'" % ("UTF-16le" if hdr.text_encoding == 2
-                                                      else "UTF-16be"))
-            out.execute("PRAGMA user_version=%d" % hdr.user_version)
-        except sqlite3.Error:
-            pass
+        keep = self.keep
+        # the source's header fields, set before the first table exists (page size, encoding
+        # and auto_vacuum cannot change after); checked against the output at the end
+        out.execute("PRAGMA page_size=%d" % keep["page_size"])
+        out.execute("PRAGMA auto_vacuum=%d" % keep["auto_vacuum"])
+        if keep["encoding"] != "UTF-8":
+            out.execute("PRAGMA encoding='%s'" % keep["encoding"])
+        out.execute("PRAGMA user_version=%d" % keep["user_version"])
+        out.execute("PRAGMA application_id=%d" % keep["application_id"])
         rows = self.schema_rows
         tables = self.tables
         fts_names = [t.name for t in tables.values() if t.virtual]
@@ -1431,6 +1436,9 @@ class Salvage(object):
             out.execute(t.sql)
             for r in trigs:
                 out.execute(r["sql"])
+            if name + "_config" in _schema_names(out, "table"):
+                cfg = self._keep_fts_config(out, name, _fts_config_rows(out, name + "_config"))
+                self.fts_config_expected[name] = cfg
             out.execute("RELEASE fts")
             rep["created"] = True
             self.fts_created.append(name)
@@ -1458,6 +1466,12 @@ class Salvage(object):
             one = re.compile(r"(?i)(?<![\w$])[\"`\[]?%s[\"`\]]?(?![\w$])" % re.escape(name))
             out[name] = [r for r in triggers if one.search(r["sql"])]
         return out
+
+    @staticmethod
+    def _trigger_reads(trigs, table):
+        """Whether any of these triggers names `table` in its body."""
+        one = re.compile(r"(?i)(?<![\w$])[\"`\[]?%s[\"`\]]?(?![\w$])" % re.escape(table))
+        return any(one.search(r["sql"]) for r in trigs)
 
     # ------------------------------------------------------------ FTS: speculative build
     #
@@ -1652,6 +1666,13 @@ class Salvage(object):
                 on.append(tn)
         order = self._load_order()
         on.sort(key=order.index)
+        # tables the triggers read (a WHEN clause on state_meta keys): in the scratch database
+        # too, with their salvaged rows, loaded first so the triggers decide as in the output
+        reads = [tn for tn in order if tn not in on and self._trigger_reads(trigs, tn)]
+        for tn in reads:
+            if self.tables[tn].without_rowid:
+                return None, "the triggers read %r, a WITHOUT ROWID table" % tn
+        on = reads + on
         if est_bytes is None:
             shadows_src = [t.name for t in self.tables.values() if t.shadow_of == name]
             est = self._tree_bytes(on + shadows_src)
@@ -1883,13 +1904,14 @@ class Salvage(object):
                                 % (_q(sname), _q(sname)))
                 for r in job.trigs:
                     out.execute(r["sql"])
+                cfg = self._keep_fts_config(out, name, job.config)
                 out.execute("COMMIT")
                 rep["created"] = True
                 self.fts_created.append(name)
                 if job.from_image and "fts_speculation" in self.report:
                     self.report["fts_speculation"]["tables"].append(name)
-                if job.config is not None:
-                    self.fts_config_expected[name] = job.config
+                if cfg is not None:
+                    self.fts_config_expected[name] = cfg
             except sqlite3.Error as e:
                 out.execute("ROLLBACK")
                 job.error = "scratch build not installed: %s" % e
@@ -2207,13 +2229,12 @@ class Salvage(object):
         try:
             rep["rows"] = _one(out, "SELECT count(*) FROM %s" % _q(name))[0]
             probe = None
-            for rowid, text in out.execute("SELECT rowid, * FROM %s LIMIT 200"
-                                           % _q(name)).fetchall():
-                if isinstance(text, str):
-                    words = re.findall(r"[A-Za-z0-9]{4,}", text)
-                    if words:
-                        probe = (rowid, words[0])
-                        break
+            for row in out.execute("SELECT rowid, * FROM %s LIMIT 200" % _q(name)).fetchall():
+                words = [w for text in row[1:] if isinstance(text, str)
+                         for w in re.findall(r"[A-Za-z0-9]{4,}", text)]
+                if words:
+                    probe = (row[0], words[0])
+                    break
             if probe is None:
                 rep["match_probe"] = "no text to probe" if rep["rows"] == 0 else "no probe word"
                 rep["match_ok"] = rep["rows"] == 0
@@ -2227,6 +2248,24 @@ class Salvage(object):
             rep["match_probe"] = str(e)
             rep["match_ok"] = False
         return rep["integrity_check"] == "ok" and rep["match_ok"]
+
+    def _keep_fts_config(self, out, name, ddl_rows):
+        """Give the new FTS table the source's settings (its _config rows: usermerge, rank,
+        pgsz, ...), written as rows like the other shadow tables; `version` stays the one this
+        SQLite's CREATE wrote, as the index is in its format. Returns the rows it now has (the
+        DDL's when the source's cannot be read, noted)."""
+        if ddl_rows is None:
+            return None
+        src_rows = None
+        if self.src is not None:
+            try:
+                src_rows = _fts_config_rows(self.src, name + "_config")
+            except sqlite3.Error as e:
+                self.notes.append("FTS table %s: the source's settings are unreadable (%s); "
+                                  "the rebuilt table has its DDL's" % (name, e))
+        if src_rows is None:
+            return ddl_rows
+        return put_fts_config(out, name, src_rows, ddl_rows)
 
     def _fts_config_check(self, name):
         """The output's FTS config rows are exactly those its CREATE VIRTUAL TABLE wrote
@@ -2295,6 +2334,7 @@ class Salvage(object):
                     counts_ok = False
                 tables_rep[name] = self._table_report(st, saved, via)
             ver["counts_match"] = counts_ok
+            ver["schema_objects"] = self._schema_check(out)
         finally:
             checker.join()
         fts_ok = "error" not in fts_results
@@ -2305,8 +2345,18 @@ class Salvage(object):
             fts_ok = (rep.get("integrity_check") == "ok" and rep.get("match_ok") is True
                       and fts_ok)
             fts_ok = self._fts_config_check(name) and fts_ok
-        ver["fts_ok"] = fts_ok
-        ver["ok"] = (ver["integrity_check"] == "ok" and not fk and counts_ok and fts_ok)
+        # fts=rebuild promises every FTS table rebuilt: one left out (a tokenizer this SQLite
+        # lacks, a failed build) fails the salvage; leaving them to Hermes is the operator's
+        # choice (fts=leave-to-hermes), never a fallback reported as fine
+        fts_missing = [] if self.fts != "rebuild" else [
+            "FTS table %s not rebuilt (%s); salvage with fts=leave-to-hermes to leave the FTS "
+            "tables to Hermes" % (n, rep.get("reason") or "not created")
+            for n, rep in sorted(self.fts_report.items()) if not rep.get("created")]
+        ver["fts_not_rebuilt"] = fts_missing
+        ver["fts_ok"] = fts_ok = fts_ok and not fts_missing
+        schema_ok = ver["schema_objects"]["ok"]
+        ver["ok"] = (ver["integrity_check"] == "ok" and not fk and counts_ok and fts_ok
+                     and schema_ok)
         r = self.report
         r["verification"] = ver
         r["tables"] = tables_rep
@@ -2329,21 +2379,37 @@ class Salvage(object):
             r["verdict"] = "partial"
         else:
             r["verdict"] = "complete"
-        r["verdict_reasons"] = (["verification failed"] if not ver["ok"] else []) + [
+        schema_problems = [] if schema_ok else ["schema objects of the source not in the output "
+                                                "as they were: %s" % ver["schema_objects"]]
+        r["verdict_reasons"] = (["verification failed"] if not ver["ok"] else []) + fts_missing + \
+            schema_problems + [
             "table %s is partial" % n for n in partial] + (
             ["%d unreadable pages could not be attributed to a table" % len(self.unattributed)]
             if lost_somewhere else []) + (
             ["sqlite_schema lost pages and no schema gives their objects' DDL: tables whose "
              "DDL was there are not salvaged"] if ddl_lost else [])
-        # WAL like Hermes, checkpointed into one file (own connection: no open statements);
-        # the switch commits with synchronous=FULL, so the file is on disk after it
+        # the journal mode the source was in (never DELETE to WAL or back: Hermes picked it
+        # for this host's SQLite and filesystem), a WAL output checkpointed into one file (own
+        # connection: no open statements); the switch commits with synchronous=FULL
         out.close()
         flush.join()
         out = sqlite3.connect(self.tmp_out, isolation_level=None)
-        mode = out.execute("PRAGMA journal_mode=WAL").fetchall()
-        ck = out.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        if self.keep["journal_mode"] == "wal":
+            mode = out.execute("PRAGMA journal_mode=WAL").fetchall()
+            ck = out.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        else:
+            out.execute("PRAGMA synchronous=FULL")
+            mode = out.execute("PRAGMA journal_mode").fetchall()
+            ck = None
+        r["output_format"] = _output_format(out, mode)
         out.close()
-        r["output_journal_mode"] = mode[0][0] if mode else None
+        r["output_journal_mode"] = r["output_format"]["journal_mode"]
+        kept = dict((k, (self.keep[k], v)) for k, v in r["output_format"].items()
+                    if self.keep.get(k) != v)
+        if kept:
+            r["verdict"] = "failed"
+            r["verdict_reasons"].append("output differs from the source in %s" % ", ".join(
+                "%s (%r, source %r)" % (k, b, a) for k, (a, b) in sorted(kept.items())))
         if ck and ck[0][0]:
             self.notes.append("output checkpoint was blocked: %r" % (ck,))
         os.chmod(self.tmp_out, 0o600)
@@ -2358,6 +2424,42 @@ class Salvage(object):
         fsync_dir(os.path.dirname(os.path.abspath(self.output)))
         r["output_sha256"] = sha256_file(self.output)
         r["output_size"] = os.path.getsize(self.output)
+
+    def _schema_check(self, out):
+        """Every schema object the source had (tables, views, indexes, triggers, FTS tables and
+        their shadow tables) is in the output with the source's SQL (a shadow table by name: its
+        DDL is this SQLite's); left out are only the FTS tables not rebuilt, with their shadow
+        tables and triggers, reported on their own."""
+        gone = set(n for n, rep in self.fts_report.items() if not rep.get("created"))
+        skip = set(gone)
+        for name, trigs in self._fts_triggers().items():
+            if name in gone:
+                skip.update(r["name"] for r in trigs)
+        for t in self.tables.values():
+            if t.shadow_of in gone:
+                skip.add(t.name)
+
+        def objects(rows):
+            return dict(((r["type"], r["name"]), r["sql"]) for r in rows
+                        if r["sql"] and not r["name"].lower().startswith("sqlite_")
+                        and r["name"] not in skip)
+
+        want = objects(self.schema_rows)
+        got = objects(_load_schema_rows(out))
+        shadow = set(t.name for t in self.tables.values() if t.shadow_of)
+        # DDL a fallback schema supplied for objects lost with the schema page was not read
+        # from the file: one that could not be created is noted (the notes say why), not
+        # counted as an object of the source the output lost
+        guessed = set((self.report.get("schema_fallback") or {}).get("objects") or [])
+        not_created = sorted("%s %s" % k for k in set(want) - set(got) if k[1] in guessed)
+        want = dict((k, v) for k, v in want.items() if not (k[1] in guessed and k not in got))
+        missing = sorted("%s %s" % k for k in set(want) - set(got))
+        changed = sorted("%s %s" % k for k in set(want) & set(got)
+                         if k[1] not in shadow and want[k] != got[k])
+        extra = sorted("%s %s" % k for k in set(got) - set(want))
+        return {"ok": not (missing or changed or extra), "objects": len(want),
+                "missing": missing, "sql_differs": changed, "extra": extra,
+                "fallback_ddl_not_created": not_created}
 
     def _table_report(self, st, saved, via_index):
         identified = st.identified + st.undecodable
@@ -2468,6 +2570,18 @@ def _schema_names(con, kind=None):
 
 def _fts_config_rows(con, table):
     return [list(r) for r in con.execute("SELECT k, v FROM main.%s ORDER BY k" % _q(table))]
+
+
+def put_fts_config(con, name, src_rows, ddl_rows, schema="main"):
+    """Write the source's FTS settings (rows of its _config) into the new table's _config, with
+    `version` as this SQLite's CREATE wrote it; returns the rows written."""
+    want = dict((k, v) for k, v in src_rows if k != "version")
+    want.update((k, v) for k, v in ddl_rows if k == "version")
+    cfg = "%s.%s" % (schema, _q(name + "_config"))
+    con.execute("DELETE FROM %s" % cfg)
+    for k, v in sorted(want.items()):
+        con.execute("INSERT INTO %s(k, v) VALUES (?, ?)" % cfg, (k, v))
+    return [[k, want[k]] for k in sorted(want)]
 
 
 def _fdatasync_path(path):
@@ -2582,6 +2696,54 @@ def _free_pages(rd, cls, header_inferred):
                   "freelist_walked": len(walked), "trunks_found_by_shape": sorted(scanned),
                   "ptrmap_free": len(ptrmap), "known_free": len(free),
                   "header_freelist_count": rd.header.freelist_count if trusted else None}
+
+
+def _source_format(image, header, image_info, inferred=(), fallback=None):
+    """What the output keeps of the source: journal mode (WAL when the header says so or a
+    WAL was applied), page size, encoding, user_version, application_id, auto_vacuum. From
+    the source's own header; where that was damaged (fields inferred from the pages), the
+    fields other than the page size come from the fallback header (schema_from: a healthy
+    store of the same host) when there is one, else they are the inferred ones, said so."""
+    with open(image, "rb") as fh:
+        raw = fh.read(100)
+    try:
+        own = sf.parse_header(raw)
+        origin = "header"
+    except sf.FormatError:
+        own = header
+        origin = "fallback header (the source's is unreadable)"
+    fields = own
+    known = True
+    if inferred:
+        origin = "header inferred from the pages (%s)" % ", ".join(inferred)
+        known = "file_format_versions" not in inferred
+        if fallback:
+            try:
+                fields = sf.parse_header(fallback)
+                origin += "; the other fields from schema_from's header"
+                known = True
+            except sf.FormatError:
+                pass
+    applied = bool(image_info.get("wal_present") and image_info.get("wal_applied"))
+    wal = (fields.write_version, fields.read_version) == (2, 2) or applied
+    # nothing says which mode it was: DELETE, which never exposes the store to the WAL-reset
+    # bug; Hermes switches it to WAL itself where its SQLite is safe
+    return {"journal_mode": "wal" if wal else "delete", "page_size": own.page_size,
+            "journal_mode_known": known or applied,
+            "encoding": {2: "UTF-16le", 3: "UTF-16be"}.get(fields.text_encoding, "UTF-8"),
+            "user_version": fields.user_version, "application_id": fields.application_id,
+            "auto_vacuum": (2 if fields.incremental_vacuum else 1) if fields.vacuum_mode else 0,
+            "from": origin}
+
+
+def _output_format(con, mode):
+    """The output's fields of _source_format, read back through SQLite."""
+    return {"journal_mode": mode[0][0].lower() if mode else None,
+            "page_size": _one(con, "PRAGMA page_size")[0],
+            "encoding": _one(con, "PRAGMA encoding")[0],
+            "user_version": _one(con, "PRAGMA user_version")[0],
+            "application_id": _one(con, "PRAGMA application_id")[0],
+            "auto_vacuum": _one(con, "PRAGMA auto_vacuum")[0]}
 
 
 def _open_reader(image, fallback_header=None):

@@ -176,7 +176,8 @@ class Header(object):
     __slots__ = ("page_size", "write_version", "read_version", "reserved", "change_counter",
                  "header_page_count", "freelist_trunk", "freelist_count", "schema_cookie",
                  "schema_format", "text_encoding", "encoding", "user_version",
-                 "vacuum_mode", "version_valid_for", "sqlite_version", "usable_size")
+                 "vacuum_mode", "version_valid_for", "sqlite_version", "usable_size",
+                 "incremental_vacuum", "application_id")
 
     def as_dict(self):
         return dict((k, getattr(self, k)) for k in self.__slots__)
@@ -207,6 +208,8 @@ def parse_header(buf):
     h.encoding = ENCODINGS.get(h.text_encoding, "utf-8")
     h.user_version = struct.unpack(">i", buf[60:64])[0]
     h.vacuum_mode = struct.unpack(">I", buf[52:56])[0]
+    h.incremental_vacuum = struct.unpack(">I", buf[64:68])[0]
+    h.application_id = struct.unpack(">i", buf[68:72])[0]
     h.version_valid_for, h.sqlite_version = struct.unpack(">II", buf[92:100])
     return h
 

@@ -1,7 +1,9 @@
 """Build realistic Hermes state.db files with the real hermes-agent, cached by parameters.
 
-Why a subprocess: hermes-agent 0.19.0 lives in its own venv (its dependencies must not leak
-into the fleetops test environment); hermes_gen.py runs there and reports metadata as JSON.
+Why a subprocess: each Hermes version of the matrix (tests/hermes_matrix.txt) lives in its own
+venv (its dependencies must not leak into the fleetops test environment); hermes_gen.py runs
+there, with that version's own SessionDB, and reports metadata as JSON. ``hermes=`` picks the
+version (default the oldest, 0.19.0); the cache key includes it.
 Why a cache: a 40-session build takes seconds, the big preset minutes; every consumer gets a
 copy, never the cached file (a test that damages its file must not poison the cache).
 """
@@ -19,7 +21,13 @@ from typing import Optional
 
 HERE = Path(__file__).resolve().parent
 GEN = HERE / "hermes_gen.py"
-VENV = Path(os.environ.get("FLEETOPS_HERMES_VENV", "/opt/fleetops-test/hermes-venv"))
+try:
+    from tests import hermes_matrix
+except ImportError:          # run as a script from tests/corpus
+    import sys
+    sys.path.insert(0, str(HERE.parent.parent))
+    from tests import hermes_matrix
+VENV = hermes_matrix.get(hermes_matrix.OLDEST).venv    # the default version's venv
 CACHE = Path(os.environ.get("FLEETOPS_CORPUS_CACHE", "/var/tmp/fleetops-corpus-cache"))
 SIDECARS = ("", "-wal", "-shm")
 GEN_VERSION = 3  # bump when hermes_gen.py output changes, to invalidate the cache
@@ -42,18 +50,21 @@ class HermesVenvMissing(RuntimeError):
     pass
 
 
-def venv_python() -> Path:
-    py = VENV / "bin" / "python"
+def venv_python(hermes: str = hermes_matrix.OLDEST) -> Path:
+    v = hermes_matrix.get(hermes)
+    py = v.venv / "bin" / "python"
     if not py.exists():
-        raise HermesVenvMissing(f"hermes venv missing at {VENV}: run scripts/hermes-venv.sh")
+        raise HermesVenvMissing(f"Hermes {hermes} venv missing at {v.venv}: run {v.install_hint}")
     return py
 
 
 def _run_gen(params: dict, home: Path) -> dict:
+    params = dict(params)
+    hermes = params.pop("hermes", hermes_matrix.OLDEST)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(HERMES_ENV)
     env["HERMES_HOME"] = str(home)  # never touch the real ~/.hermes
-    proc = subprocess.run([str(venv_python()), str(GEN), json.dumps(params)],
+    proc = subprocess.run([str(venv_python(hermes)), str(GEN), json.dumps(params)],
                           capture_output=True, text=True, env=env, cwd=str(home))
     if proc.returncode != 0:
         raise RuntimeError(f"hermes_gen failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
@@ -72,6 +83,8 @@ def copy_image(src: Path, dst: Path) -> None:
 
 
 def _key(params: dict) -> str:
+    if params.get("hermes") == hermes_matrix.OLDEST:
+        params = {k: v for k, v in params.items() if k != "hermes"}  # keeps the existing cache
     blob = json.dumps({**params, "gen": GEN_VERSION,
                        "gen_sha": hashlib.sha256(GEN.read_bytes()).hexdigest()}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
@@ -105,15 +118,16 @@ def _cached(params: dict, make) -> tuple[Path, dict]:
 
 def realistic_db(path, sessions: int = 40, messages_per_session=(20, 90), seed: int = 1,
                  deleted: int = 0, titles: bool = True, tool_calls: bool = True, big: bool = False,
-                 keep_wal: bool = False) -> dict:
+                 keep_wal: bool = False, hermes: str = hermes_matrix.OLDEST) -> dict:
     """Write a realistic Hermes state.db to ``path`` (plus -wal/-shm when ``keep_wal``); return its metadata.
 
     ``big=True`` selects the field-report size class (about 400 sessions, 27,000 messages,
     ~280 MB) regardless of the other size arguments. With ``keep_wal`` the image also holds a
-    final conversation only in committed WAL frames (see hermes_gen.wal_tail).
+    final conversation only in committed WAL frames (see hermes_gen.wal_tail). ``hermes`` is the
+    version of the matrix whose SessionDB writes the file.
     """
     params = dict(sessions=sessions, messages_per_session=list(messages_per_session), seed=seed,
-                  deleted=deleted, titles=titles, tool_calls=tool_calls)
+                  deleted=deleted, titles=titles, tool_calls=tool_calls, hermes=hermes)
     if big:
         params.update(BIG, messages_per_session=list(BIG["messages_per_session"]), big=True)
 
@@ -139,30 +153,30 @@ def realistic_db(path, sessions: int = 40, messages_per_session=(20, 90), seed: 
     return dict(meta)
 
 
-def _derive(src, dst, mode: str, snapshot: bool, **params) -> dict:
+def _derive(src, dst, mode: str, snapshot: bool, hermes: str = hermes_matrix.OLDEST, **params) -> dict:
     """Copy ``src`` to ``dst`` after hermes_gen's ``mode`` ran on a copy of it with the real
-    SessionDB (cached by src's content and the parameters). ``snapshot``: the mode copies
-    the three files out while its connection is open (a live WAL image)."""
+    SessionDB of Hermes ``hermes`` (cached by src's content and the parameters). ``snapshot``:
+    the mode copies the three files out while its connection is open (a live WAL image)."""
     src = Path(src)
     digest = hashlib.sha256(src.read_bytes()).hexdigest()[:20]
 
     def make(tmp: Path):
         work = tmp / "work" / "state.db"
         copy_image(src, work)
-        args = {"mode": mode, "path": str(work), **params}
+        args = {"mode": mode, "path": str(work), "hermes": hermes, **params}
         if snapshot:
             args["out_dir"] = str(tmp / "snap")
         meta = _run_gen(args, tmp)
         return (tmp / "snap" / "state.db" if snapshot else work), meta
 
-    cached, meta = _cached({"derived_from": digest, "mode": mode, **params}, make)
+    cached, meta = _cached({"derived_from": digest, "mode": mode, "hermes": hermes, **params}, make)
     copy_image(cached, Path(dst))
     return dict(meta)
 
 
-def add_wal_tail(src, dst, seed: int = 1) -> dict:
+def add_wal_tail(src, dst, seed: int = 1, hermes: str = hermes_matrix.OLDEST) -> dict:
     """Copy ``src`` (a checkpointed image) to ``dst`` with an extra conversation left in the WAL."""
-    return _derive(src, dst, "wal_tail", True, seed=seed)
+    return _derive(src, dst, "wal_tail", True, hermes=hermes, seed=seed)
 
 
 def with_stale_wal(src, dst, seed: int = 1) -> dict:
@@ -177,9 +191,9 @@ def with_deleted_run(src, dst, run: int = 10) -> dict:
     return _derive(src, dst, "delete_run", False, run=run)
 
 
-def standard_db(path) -> dict:
-    """The default corpus database (STANDARD parameters)."""
-    return realistic_db(path, **STANDARD)
+def standard_db(path, hermes: str = hermes_matrix.OLDEST) -> dict:
+    """The default corpus database (STANDARD parameters), written by that Hermes version."""
+    return realistic_db(path, **STANDARD, hermes=hermes)
 
 
 def meta_for(params: Optional[dict] = None) -> dict:
@@ -200,10 +214,12 @@ if __name__ == "__main__":
     ap.add_argument("--sessions", type=int, default=STANDARD["sessions"])
     ap.add_argument("--deleted", type=int, default=STANDARD["deleted"])
     ap.add_argument("--seed", type=int, default=STANDARD["seed"])
+    ap.add_argument("--hermes", default=hermes_matrix.OLDEST,
+                    choices=[v.version for v in hermes_matrix.VERSIONS])
     a = ap.parse_args()
     t0 = time.monotonic()
     m = realistic_db(a.path, sessions=a.sessions, messages_per_session=STANDARD["messages_per_session"],
-                     seed=a.seed, deleted=a.deleted, big=a.big, keep_wal=a.keep_wal)
+                     seed=a.seed, deleted=a.deleted, big=a.big, keep_wal=a.keep_wal, hermes=a.hermes)
     m.pop("sessions", None)
     m["deleted_message_ids"] = len(m.get("deleted_message_ids", []))
     m["wall_seconds_incl_cache"] = round(time.monotonic() - t0, 2)

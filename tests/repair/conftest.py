@@ -103,6 +103,27 @@ def std_image(tmp_path_factory, std_src):
 
 
 @pytest.fixture(scope="session")
+def image_of(tmp_path_factory, std_image):
+    """image_of(version) -> the standard store written by that Hermes version (skips with the
+    install command when its venv is absent); the oldest version's is std_image."""
+    from tests import hermes_matrix
+    made = {hermes_matrix.OLDEST: std_image}
+
+    def make(version):
+        if version not in made:
+            try:
+                build.venv_python(version)
+            except build.HermesVenvMissing as exc:
+                pytest.skip(str(exc))
+            p = tmp_path_factory.mktemp("repair-std-%s" % version) / "state.db"
+            build.standard_db(p, hermes=version)
+            made[version] = p
+        return made[version]
+
+    return make
+
+
+@pytest.fixture(scope="session")
 def wal_image(tmp_path_factory, std_image):
     """The same database with a committed conversation only in its WAL (three-file image)."""
     p = tmp_path_factory.mktemp("repair-wal") / "state.db"
@@ -120,10 +141,11 @@ def home(tmp_path, std_image):
     return root
 
 
-def start_gateway(procs, root, timeout=180.0):
-    """A real `hermes gateway run` on root; returns once it holds state.db."""
+def start_gateway(procs, root, timeout=180.0, hermes=HERMES):
+    """A real `hermes gateway run` (of the Hermes command `hermes`) on root; returns once it
+    holds state.db."""
     log = open(root.parent / "gateway-test.log", "ab")
-    p = procs.add(subprocess.Popen([str(HERMES), "gateway", "run"], cwd=str(root), env=hermes_env(root),
+    p = procs.add(subprocess.Popen([str(hermes), "gateway", "run"], cwd=str(root), env=hermes_env(root),
                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                    start_new_session=True))
     log.close()
@@ -132,7 +154,7 @@ def start_gateway(procs, root, timeout=180.0):
         if p.poll() is not None:
             raise AssertionError("gateway exited %s: %s" % (
                 p.returncode, (root.parent / "gateway-test.log").read_text()[-2000:]))
-        return [h for h in holders(root / "state.db", "gateway") if h["pid"] == p.pid]
+        return [h for h in holders(root / "state.db") if h["pid"] == p.pid]   # whatever its kind
     wait_for(ready, timeout, "the gateway to hold state.db")
     return p
 

@@ -12,6 +12,7 @@ import pytest
 from fleetops.remote import (hermes_holders, hermes_repair, hermes_snapshot, hermes_swap, hermes_verify,
                              hermes_writers)
 from fleetops.remote import salvage as salvage_mod
+from tests import hermes_matrix
 from tests.corpus import build, damage
 
 from .conftest import HERMES, args_for, holders, start_desktop, start_gateway
@@ -51,8 +52,23 @@ def test_healthy_image_needs_nothing(home):
     assert sha(home / "state.db") == q["manifest"]["files"]["state.db"]["sha256"]
 
 
-def test_fts_damage_is_rebuilt_on_a_copy(tmp_path, std_image):
-    root, d = seeded(tmp_path, std_image, "fts_pages_overwritten")
+def header_journal_mode(db):
+    with open(db, "rb") as fh:
+        return "wal" if fh.read(20)[18:20] == b"\x02\x02" else "delete"
+
+
+def fts_config(db):
+    c = sqlite3.connect("file:%s?mode=ro&immutable=1" % db, uri=True)
+    try:
+        return {n: c.execute("SELECT * FROM %s ORDER BY k" % n).fetchall() for (n,) in c.execute(
+            "SELECT name FROM sqlite_master WHERE name LIKE 'messages_fts%_config'")}
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("version", hermes_matrix.ALL)
+def test_fts_damage_is_rebuilt_on_a_copy(tmp_path, image_of, version):
+    root, d = seeded(tmp_path, image_of(version), "fts_pages_overwritten")
     q = quarantine(root)
     r = hermes_repair.main(args_for(root))
     assert not r["failed"], r["msg"]
@@ -65,21 +81,26 @@ def test_fts_damage_is_rebuilt_on_a_copy(tmp_path, std_image):
     chk = hermes_verify.read_checks(new, r["expect_counts"], "exact")
     assert chk["quick_check"]["ok"] and not chk["count_problems"] and not chk["fts_problems"]
     assert all(v["ok"] for v in chk["fts"].values()) and len(chk["fts"]) == 2
+    # what the source was: journal mode, FTS settings
+    assert header_journal_mode(new) == header_journal_mode(image_of(version))
+    assert fts_config(new) == fts_config(image_of(version)) and fts_config(new)
     # nothing but copies was touched
     assert sha(root / "state.db") == q["manifest"]["files"]["state.db"]["sha256"]
     for n, f in q["manifest"]["files"].items():
         assert sha(Path(q["quarantine_dir"]) / "copy" / n) == f["sha256"]
 
 
-@pytest.mark.parametrize("case", ["session_duplicated_behind_title_index", "garbage_leaf_pages"])
-def test_structural_damage_is_salvaged(tmp_path, std_image, case):
-    root, d = seeded(tmp_path, std_image, case)
+@pytest.mark.parametrize("version,case", [(hermes_matrix.OLDEST, "session_duplicated_behind_title_index")] + [
+    (v, "garbage_leaf_pages") for v in hermes_matrix.ALL])
+def test_structural_damage_is_salvaged(tmp_path, image_of, version, case):
+    root, d = seeded(tmp_path, image_of(version), case)
     quarantine(root)
     r = hermes_repair.main(args_for(root))
     assert not r["failed"], r["msg"]
     assert r["verdict"] == "structural_corruption" and r["path"] == "salvage" and r["loss_rows"] == 0
     for t, ids in d.expected_rows.items():
         assert rowids(r["new_db"], t) == ids, t
+    assert header_journal_mode(r["new_db"]) == header_journal_mode(image_of(version))
     rep = json.loads(Path(r["report_path"]).read_text())
     assert rep["result"] == "ready" and rep["output_audit"]["verdict"] == "healthy"
     assert json.loads((root / "fleetops" / "state" / "default-repair.json").read_text()) == rep

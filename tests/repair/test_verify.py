@@ -5,7 +5,10 @@ import hashlib
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from fleetops.remote import hermes_verify
+from tests import hermes_matrix
 from tests.corpus import build, damage
 
 from .conftest import HERMES, args_for, hermes_env, start_gateway
@@ -40,6 +43,48 @@ def test_good_store_under_a_live_gateway_verifies(home, procs):
     c = sqlite3.connect(str(db))
     assert c.execute("SELECT count(*) FROM state_meta WHERE key = ?", (hermes_verify.PROBE_KEY,)).fetchone()[0] == 0
     c.close()
+
+
+@pytest.mark.parametrize("version", hermes_matrix.ALL)
+def test_each_version_reads_its_store_with_its_own_hermes(version, tmp_path, procs):
+    """A store written by that version's SessionDB under that version's own gateway: its
+    `sessions stats` and a search through its own SessionDB find the probe message."""
+    v = hermes_matrix.get(version)
+    try:
+        build.venv_python(version)
+    except build.HermesVenvMissing as exc:
+        pytest.skip(str(exc))
+    root = tmp_path / "hermes"
+    root.mkdir(mode=0o700)
+    build.standard_db(root / "state.db", hermes=version)
+    want = counts(root / "state.db")
+    cmd = v.venv / "bin" / v.command
+    start_gateway(procs, root, hermes=cmd)
+    r = hermes_verify.main(args_for(root, expect_counts=want, hermes_bin=str(cmd),
+                                    hermes_env=offline_env(root)))
+    assert not r["failed"], r["msg"]
+    ch = r["checks"]
+    assert ch["hermes_sessions_stats"]["ok"] and ch["hermes_sessions_stats"]["numbers"] == want
+    s = ch["hermes_search"]
+    assert s["ok"] and s["hits"] >= 1 and s["python"] == str(v.venv / "bin" / "python")
+    assert "its own SessionDB search finds message %d" % s["rowid"] in r["msg"]
+
+
+def test_hermes_found_from_the_gateway_that_holds_the_store(home, procs):
+    """No hermes_bin and none on PATH: the Hermes the live gateway runs is the one used."""
+    start_gateway(procs, home)
+    r = hermes_verify.main(args_for(home, hermes_env=offline_env(home)))
+    assert not r["failed"], r["msg"]
+    assert r["checks"]["hermes"]["found_by"].startswith("the command line of holder PID")
+    assert r["checks"]["hermes_search"]["ok"] and r["checks"]["hermes_sessions_stats"]["ok"]
+
+
+def test_no_hermes_found_is_said(home, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    r = hermes_verify.main(args_for(home))
+    assert not r["failed"]
+    assert r["checks"]["hermes_sessions_stats"]["ok"] is None
+    assert "no Hermes found" in r["checks"]["hermes_sessions_stats"]["note"]
 
 
 def test_count_mismatch_fails(home):

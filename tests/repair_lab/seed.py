@@ -39,6 +39,8 @@ HERMES_ENV = {
     "TIRITH_ENABLED": "0",
     "HTTP_PROXY": "http://127.0.0.1:9",
     "HTTPS_PROXY": "http://127.0.0.1:9",
+    # Hermes 0.20.1+ refuses ~/.hermes/state.db under a pytest ancestor; these homes are the lab's
+    "HERMES_STATE_DB_GUARD_BYPASS": "1",
 }
 SIDECARS = ("", "-wal", "-shm")
 
@@ -134,11 +136,14 @@ class Seeder:
         os.replace(tmp, self.registry)
 
     # ---- hosts and files ---------------------------------------------------------------------
-    def host(self, name) -> dict:
+    def host(self, name, profile=None) -> dict:
+        """The host's user and Hermes paths; with a named profile, `db` is that profile's store."""
         h = next(x for x in self.lab.hosts if x["name"] == name)
         pw = pwd.getpwnam(h["user"])
+        root = os.path.join(pw.pw_dir, ".hermes")
+        phome = root if profile in (None, "default") else os.path.join(root, "profiles", profile)
         return {"name": name, "user": h["user"], "home": pw.pw_dir, "uid": pw.pw_uid, "gid": pw.pw_gid,
-                "hermes": os.path.join(pw.pw_dir, ".hermes"), "db": os.path.join(pw.pw_dir, ".hermes", "state.db")}
+                "hermes": root, "profile_home": phome, "db": os.path.join(phome, "state.db")}
 
     def _own(self, h, path, mode):
         os.chown(path, h["uid"], h["gid"])
@@ -155,11 +160,13 @@ class Seeder:
                 shutil.rmtree(p)
         return h
 
-    def seed_image(self, name, src) -> dict:
-        """Put the image at src (state.db and whichever sidecars exist) at ~/.hermes/state.db."""
-        h = self.host(name)
-        os.makedirs(h["hermes"], exist_ok=True)
-        self._own(h, h["hermes"], 0o700)
+    def seed_image(self, name, src, profile=None) -> dict:
+        """Put the image at src (state.db and whichever sidecars exist) at ~/.hermes/state.db
+        (or that profile's state.db)."""
+        h = self.host(name, profile)
+        for d in (h["hermes"], os.path.dirname(h["profile_home"]), h["profile_home"]):
+            os.makedirs(d, exist_ok=True)
+            self._own(h, d, 0o700)
         for s in SIDECARS:
             dst = h["db"] + s
             if os.path.lexists(dst):
@@ -226,29 +233,37 @@ class Seeder:
         self._save()
         return p
 
-    def holders(self, name, kind=None) -> list:
-        h = self.host(name)
+    def holders(self, name, kind=None, profile=None) -> list:
+        h = self.host(name, profile)
         hs = hermes_holders.scan(h["db"])["holders"]
         return [x for x in hs if kind is None or x["kind"] == kind]
 
-    def wait_holder(self, name, kind, timeout=180.0, pid=None, what=None) -> dict:
+    def wait_holder(self, name, kind, timeout=180.0, pid=None, what=None, profile=None) -> dict:
         end = time.monotonic() + timeout
         while True:
-            hs = [x for x in self.holders(name, kind) if pid is None or x["pid"] == pid]
+            hs = [x for x in self.holders(name, kind, profile) if pid is None or x["pid"] == pid]
             if hs:
                 return hs[0]
             if time.monotonic() > end:
                 raise AssertionError(f"{name}: no {kind} holder of state.db after {timeout:.0f}s ({what or ''})")
             time.sleep(0.25)
 
-    def gateway(self, name, timeout=240.0) -> int:
-        """A real `hermes gateway run`; returns its PID once it holds state.db."""
-        h = self.host(name)
+    def gateway(self, name, timeout=240.0, profile=None, venv=None) -> int:
+        """A real `hermes gateway run`; returns its PID once it holds state.db. With `venv` (another
+        Hermes version's venv), that version's gateway as its systemd unit runs it:
+        `python -m hermes_cli.main [--profile P] gateway run`."""
+        h = self.host(name, profile)
         if not self.venv:
             raise RuntimeError("no hermes-agent venv runnable by the lab users (scripts/hermes-venv.sh with "
                                "PYTHON=/usr/bin/python3 FLEETOPS_HERMES_VENV=/opt/fleetops-test/hermes-venv-shared)")
-        p = self._spawn(h, "gateway", f"exec {self.hermes} gateway run", "seed-gateway.log")
-        return self.wait_holder(name, "gateway", timeout, what=f"gateway started as PID {p.pid}")["pid"]
+        prof = f" --profile {profile}" if profile not in (None, "default") else ""
+        if venv is not None:
+            cmd = f"exec {venv}/bin/python -m hermes_cli.main{prof} gateway run"
+        else:
+            cmd = f"exec {self.hermes}{prof} gateway run"
+        p = self._spawn(h, "gateway", cmd, f"seed-gateway-{profile or 'default'}.log")
+        return self.wait_holder(name, "gateway", timeout, what=f"gateway started as PID {p.pid}",
+                                profile=profile)["pid"]
 
     def desktop(self, name, respawns=2, delay=1.0) -> int:
         """`hermes serve --isolated` holders, respawned `delay` s after each dies, 1 + respawns times."""
@@ -302,15 +317,18 @@ class Seeder:
                 except subprocess.TimeoutExpired:
                     pass
         for home in self.homes:
-            db = os.path.join(home, ".hermes", "state.db")
+            # the default profile and every named one (a restarted profile gateway holds its own)
+            phomes = [os.path.join(home, ".hermes")] + sorted(glob.glob(os.path.join(home, ".hermes", "profiles", "*")))
             for _ in range(3):
-                hs = hermes_holders.scan(db)["holders"] if os.path.exists(db) else []
-                pids = [x["pid"] for x in hs if x.get("user") == os.path.basename(home)]
-                pidfile = os.path.join(home, ".hermes", "gateway.pid")
-                try:
-                    pids.append(int(json.load(open(pidfile))["pid"]))
-                except (OSError, ValueError, KeyError, TypeError):
-                    pass
+                pids = []
+                for ph in phomes:
+                    db = os.path.join(ph, "state.db")
+                    hs = hermes_holders.scan(db)["holders"] if os.path.exists(db) else []
+                    pids += [x["pid"] for x in hs if x.get("user") == os.path.basename(home)]
+                    try:
+                        pids.append(int(json.load(open(os.path.join(ph, "gateway.pid")))["pid"]))
+                    except (OSError, ValueError, KeyError, TypeError):
+                        pass
                 alive = [p for p in set(pids) if hermes_holders.alive(p)
                          and (hermes_holders.process_info(p) or {}).get("user") == os.path.basename(home)]
                 if not alive:

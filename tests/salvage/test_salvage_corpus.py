@@ -2,6 +2,7 @@
 level), checked row by row against the case's ground truth."""
 import json
 import os
+import re
 import sqlite3
 import stat
 
@@ -32,10 +33,8 @@ def out_rows(path, table):
         c.close()
 
 
-@pytest.mark.parametrize("name", CASES_WITH_ROWS)
-def test_rows_exact(salvaged, name):
+def check_rows_exact(r):
     """Exactly the expected rowids come back, each with its original values."""
-    r = salvaged(name)
     assert r.err is None
     d = r.d
     gt = truth.ground_truth(d.truth_path)
@@ -66,23 +65,67 @@ def test_rows_exact(salvaged, name):
         assert rep["saved"] == len(expected)
 
 
-@pytest.mark.parametrize("name", CASES_WITH_ROWS)
-def test_source_never_modified(salvaged, name):
-    r = salvaged(name)
-    assert r.before == r.after and r.before
-    assert r.rep["source_unchanged"]["unchanged"] is True
-    assert r.rep["source_unchanged"]["before"] == r.before
+def _header_journal_mode(path):
+    with open(path, "rb") as fh:
+        return "wal" if fh.read(20)[18:20] == b"\x02\x02" else "delete"
 
 
-@pytest.mark.parametrize("name", CASES_WITH_ROWS)
-def test_output_verified_and_counts_add_up(salvaged, name):
-    r = salvaged(name)
+def _ro(path):
+    return sqlite3.connect("file:%s?mode=ro&immutable=1" % path, uri=True)
+
+
+def check_kept(r):
+    """The output is what the source was: journal mode, header fields, every schema object
+    (shadow tables by name), FTS settings; and every FTS table answers a search."""
+    src, out = _ro(r.src), _ro(r.out)
+    try:
+        for pragma in ("journal_mode", "page_size", "user_version", "application_id",
+                       "auto_vacuum", "encoding"):
+            if pragma == "journal_mode":    # from the header: an immutable open says "delete"
+                want, got = _header_journal_mode(r.src), _header_journal_mode(r.out)
+                if not r.rep["source_format"]["journal_mode_known"]:     # lost with the header
+                    want = "delete"
+                    assert any("journal mode is lost" in n for n in r.rep["notes"])
+            else:
+                want = src.execute("PRAGMA %s" % pragma).fetchone()[0]
+                got = out.execute("PRAGMA %s" % pragma).fetchone()[0]
+            assert got == want, pragma
+            assert r.rep["output_format"][pragma] == want, pragma
+        q = "SELECT type, name, sql FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'"
+        s_obj = dict(((t, n), sql) for t, n, sql in src.execute(q))
+        o_obj = dict(((t, n), sql) for t, n, sql in out.execute(q))
+        assert set(o_obj) == set(s_obj)
+        fts = [n for (t, n), sql in s_obj.items() if t == "table" and sql and "VIRTUAL" in sql]
+        shadows = set(f + "_" + x for f in fts for x in ("data", "idx", "content", "docsize", "config"))
+        assert {k: v for k, v in o_obj.items() if k[1] not in shadows} == \
+            {k: v for k, v in s_obj.items() if k[1] not in shadows}
+        assert fts and r.rep["verification"]["schema_objects"]["ok"]
+        mid, text = out.execute("SELECT id, content FROM messages WHERE role = 'user' "
+                                "ORDER BY id DESC LIMIT 1").fetchone()
+        word = max(re.findall(r"[A-Za-z]{5,}", text), key=len)
+        for name in fts:
+            assert out.execute("SELECT * FROM %s_config ORDER BY k" % name).fetchall() == \
+                src.execute("SELECT * FROM %s_config ORDER BY k" % name).fetchall()
+            hits = [x[0] for x in out.execute("SELECT rowid FROM %s WHERE %s MATCH ?" % (name, name),
+                                              ('"%s"' % word,))]
+            assert mid in hits, (name, word)
+            f = r.rep["fts"][name]
+            assert f["created"] and f["integrity_check"] == "ok" and f["match_ok"]
+        n_trig = out.execute("SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND ("
+                             + " OR ".join("sql LIKE '%%%s%%'" % n for n in fts) + ")").fetchone()[0]
+        assert n_trig == src.execute("SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND ("
+                                     + " OR ".join("sql LIKE '%%%s%%'" % n for n in fts) + ")").fetchone()[0] >= 6
+    finally:
+        src.close()
+        out.close()
+
+
+def check_verified(r):
     rep = r.rep
     assert rep["verification"]["ok"] is True
     assert stat.S_IMODE(os.stat(r.out).st_mode) == 0o600
     assert r.out_sidecars == []       # checkpointed into one file (as found right after salvage)
     c = sqlite3.connect(r.out)
-    assert c.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert c.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     assert c.execute("PRAGMA foreign_key_check").fetchall() == []
     c.close()
@@ -95,6 +138,25 @@ def test_output_verified_and_counts_add_up(salvaged, name):
             assert x["verdict"] == "partial"
     with open(r.out + ".report.json") as fh:
         assert json.load(fh)["verdict"] == rep["verdict"]
+
+
+@pytest.mark.parametrize("name", CASES_WITH_ROWS)
+def test_rows_exact(salvaged, name):
+    check_rows_exact(salvaged(name))
+
+
+@pytest.mark.parametrize("name", CASES_WITH_ROWS)
+def test_source_never_modified(salvaged, name):
+    r = salvaged(name)
+    assert r.before == r.after and r.before
+    assert r.rep["source_unchanged"]["unchanged"] is True
+    assert r.rep["source_unchanged"]["before"] == r.before
+
+
+@pytest.mark.parametrize("name", CASES_WITH_ROWS)
+def test_output_verified_keeps_the_source_shape_and_counts_add_up(salvaged, name):
+    check_verified(salvaged(name))
+    check_kept(salvaged(name))
 
 
 @pytest.mark.parametrize("name", CASES_WITH_ROWS)

@@ -231,7 +231,8 @@ def test_low_disk_space_falls_back_to_triggers(small_hermes, tmp_path, monkeypat
 
 def test_failed_scratch_build_leaves_that_table_to_hermes(small_hermes, tmp_path, monkeypatch):
     """A build that fails after the rows are in: that FTS table, its shadow tables and its
-    triggers are all absent (Hermes rebuilds it); the other is built and verified."""
+    triggers are all absent (Hermes would rebuild it), the other is built and verified, and
+    the salvage fails, naming the table (fts=rebuild was asked)."""
     real = engine.Salvage._run_fts_job
 
     def flaky(self, job):
@@ -245,7 +246,8 @@ def test_failed_scratch_build_leaves_that_table_to_hermes(small_hermes, tmp_path
     assert tri["mode"] == "leave-to-hermes" and not tri["created"]
     assert "simulated" in tri["reason"]
     assert rep["fts"]["messages_fts"]["created"] and rep["fts"]["messages_fts"]["match_ok"]
-    assert rep["verdict"] == "complete"
+    assert rep["verdict"] == "failed"        # never a fallback the report calls fine
+    assert rep["verification"]["fts_not_rebuilt"] and "simulated" in rep["verdict_reasons"][1]
     o = sqlite3.connect(out)
     names = [r[0] for r in o.execute("SELECT name FROM sqlite_master")]
     assert not [n for n in names if n.startswith("messages_fts_trigram")]

@@ -2,7 +2,8 @@
 
 The source's schema is edited (writable_schema) so messages_fts_trigram asks for a tokenizer
 no SQLite has: exactly what an old host sees for 'trigram'. Salvage must say so, leave that
-table (and its triggers) for Hermes to rebuild, keep the other FTS table, and lose no row.
+table (and its triggers) out whole, keep the other FTS table, lose no row, and fail the
+salvage (fts=rebuild was asked): leaving FTS to Hermes is the operator's choice.
 """
 import sqlite3
 
@@ -11,7 +12,7 @@ from fleetops.remote.salvage import salvage
 from .hermeslike import build
 
 
-def test_missing_tokenizer_degrades_to_leave_to_hermes(tmp_path):
+def test_missing_tokenizer_fails_rebuild_and_names_the_choice(tmp_path):
     src = tmp_path / "state.db"
     build(src, sessions=6, msgs=(3, 6))
     with sqlite3.connect(src) as c:
@@ -41,4 +42,8 @@ def test_missing_tokenizer_degrades_to_leave_to_hermes(tmp_path):
     assert o.execute("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?", (word,)).fetchone()[0] > 0
     for table in ("sessions", "messages"):
         assert sorted(o.execute(f"SELECT * FROM {table}").fetchall()) == truth[table]
-    assert rep["verdict"] == "complete"
+    assert rep["verdict"] == "failed"
+    assert any("messages_fts_trigram not rebuilt" in r and "fts=leave-to-hermes" in r
+               for r in rep["verdict_reasons"])
+    chosen = salvage(str(src), str(tmp_path / "chosen.db"), fts="leave-to-hermes")
+    assert chosen["verdict"] == "complete"

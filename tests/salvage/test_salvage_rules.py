@@ -150,6 +150,7 @@ def test_fts_that_host_cannot_build_falls_back_whole(db, tmp_path):
     assert not [n for n in names if n.startswith("messages_fts_trigram")]
     assert sum(1 for n in names if n.startswith("messages_fts_") and n.endswith(
         ("insert", "delete", "update"))) == 3
+    assert rep["verdict"] == "failed" and rep["verification"]["fts_not_rebuilt"]
 
 
 def test_output_never_overwritten_and_source_checked(db, tmp_path):
