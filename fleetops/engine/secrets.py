@@ -24,6 +24,11 @@ COMPOUND_WORDS = frozenset({"apikey", "authkey", "accesskey", "privatekey", "sec
                             "apitoken", "authtoken", "accesstoken", "refreshtoken", "clientsecret",
                             "apisecret"})
 
+# `key` alone names the key of a mapping entry (dict2items, items2dict, with_dict's item.key,
+# many JSON APIs), not a key that opens something: judged secret, every loop over a dict would
+# scrub its keys (a profile named "default") from all output. ssh_key, api_key stay secret.
+STRUCTURAL_NAMES = frozenset({"key"})
+
 _PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 
 
@@ -42,8 +47,11 @@ def is_secret_name(name) -> bool:
 @functools.lru_cache(maxsize=8192)
 def _is_secret_str(name: str) -> bool:
     # every task on every host asks about the same few hundred names: decide each once
-    if name.lower() in SECRET_NAMES:
+    lowered = name.lower()
+    if lowered in SECRET_NAMES:
         return True
+    if lowered in STRUCTURAL_NAMES:
+        return False
     return any(_secret_part(p.lower()) for p in _PARTS.findall(name))
 
 

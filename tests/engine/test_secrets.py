@@ -8,7 +8,7 @@ from fleetops.engine.secrets import MASK, collect_secret_values, is_secret_name,
 
 @pytest.mark.parametrize("name", [
     "password", "db_password", "DB_PASSWORD", "ssh_passphrase", "api_token", "TokenFile", "client_secret",
-    "aws_secret_access_key", "private_key", "ansible_ssh_private_key_file", "KEY", "ansible_ssh_pass",
+    "aws_secret_access_key", "private_key", "ansible_ssh_private_key_file", "ansible_ssh_pass",
     "ansible_become_pass", "Ansible_SSH_Pass", "apikey", "apiKey", "GITHUB_TOKEN", "authtoken", "ssh_key",
     "mysql_root_passwd", "dbpassword", "key2", "vault.secret",
 ])
@@ -23,7 +23,9 @@ def test_secret_names(name):
                                   None, "ansible_ssh_passx",
                                   # result fields that merely contain the letters
                                   "tokenizer", "index_tokens", "docsize_tokens", "distinct_keys", "keys",
-                                  "keyword"])
+                                  "keyword",
+                                  # a mapping entry's key (dict2items, with_dict's item.key)
+                                  "key", "KEY"])
 def test_ordinary_names(name):
     assert not is_secret_name(name)
 

@@ -410,6 +410,26 @@ def test_play_hosts_drop_a_host_that_failed_an_earlier_task(run):
     assert rec.results("look")["h1"]["msg"] == "['h1'] ['h1'] ['h1', 'h2']"
 
 
+def test_a_loop_over_dict2items_shows_the_keys(run):
+    """item.key is a mapping entry's key, not a secret: a profile named "default" stays readable."""
+    outcome, rec = run("""
+        - hosts: h1
+          gather_facts: false
+          vars:
+            verdicts: {default: healthy, work: fts_index_damage}
+          tasks:
+            - name: each
+              debug: {msg: "{{ item.key }} was {{ item.value }}"}
+              loop: "{{ verdicts | dict2items }}"
+            - name: after
+              debug: {msg: "default was healthy"}
+    """)
+    assert outcome.exit_code == 0
+    assert [r["msg"] for r in rec.results("each")["h1"]["results"]] == ["default was healthy",
+                                                                         "work was fts_index_damage"]
+    assert rec.results("after")["h1"]["msg"] == "default was healthy"
+
+
 def test_delegate_to_localhost_runs_on_controller(run, tmp_path):
     outcome, rec = run("""
         - hosts: h1
