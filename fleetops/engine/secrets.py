@@ -175,14 +175,20 @@ def _template_strings(value):
 
 @functools.lru_cache(maxsize=4096)
 def _lexed(env, text: str) -> tuple:
-    """((expression source, names and string literals in it), ...) for each `{{ … }}` of `text`."""
+    """((expression source, names and string literals in it), ...) for each `{{ … }}` of `text`.
+
+    The names are what the expression reads (variables, attributes, subscripts): a filter's or a
+    test's name and a keyword argument's (`items2dict(key_name='profile')`) are not data."""
     out = []
     try:
         tokens = list(env.lex(text))
     except Exception:  # noqa: BLE001 - a syntax error is the task render's to report
         return ()
+    solid = [i for i, t in enumerate(tokens) if t[1] != "whitespace"]
+    neighbours = {i: (tokens[solid[k - 1]][2] if k else None,
+                      tokens[solid[k + 1]][2] if k + 1 < len(solid) else None) for k, i in enumerate(solid)}
     inside, src, names = False, [], []
-    for _, kind, val in tokens:
+    for i, (_, kind, val) in enumerate(tokens):
         if kind == "variable_begin":
             inside, src, names = True, [], []
         elif kind == "variable_end" and inside:
@@ -190,7 +196,8 @@ def _lexed(env, text: str) -> tuple:
             out.append(("".join(src), tuple(names)))
         elif inside:
             src.append(val)
-            if kind == "name":
+            before, after = neighbours.get(i, (None, None))
+            if kind == "name" and before not in ("|", "is") and after != "=":
                 names.append(val)
             elif kind == "string":
                 names.append(val[1:-1])

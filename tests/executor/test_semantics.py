@@ -430,6 +430,24 @@ def test_a_loop_over_dict2items_shows_the_keys(run):
     assert rec.results("after")["h1"]["msg"] == "default was healthy"
 
 
+def test_a_filter_keyword_named_like_a_secret_is_not_a_secret(run):
+    """items2dict(key_name=...): key_name is the filter's argument, not data; what the expression
+    makes is shown (the repair play's per-profile verdicts are made this way)."""
+    outcome, rec = run("""
+        - hosts: h1
+          gather_facts: false
+          vars:
+            rows: [{profile: default, verdict: structural_corruption}]
+          tasks:
+            - set_fact:
+                verdicts: "{{ rows | items2dict(key_name='profile', value_name='verdict') }}"
+            - name: show
+              debug: {msg: "default: {{ verdicts['default'] }}"}
+    """)
+    assert outcome.exit_code == 0
+    assert rec.results("show")["h1"]["msg"] == "default: structural_corruption"
+
+
 def test_delegate_to_localhost_runs_on_controller(run, tmp_path):
     outcome, rec = run("""
         - hosts: h1
