@@ -10,7 +10,14 @@ import os
 import pwd
 
 ROLES = (("db", ""), ("wal", "-wal"), ("shm", "-shm"))
-KINDS = ("gateway", "dashboard", "desktop-serve", "tui", "cli", "sqlite-shell", "unknown")
+KINDS = ("gateway", "dashboard", "desktop-serve", "tui", "acp", "cli", "sqlite-shell", "unknown")
+# How Hermes runs, 0.19 to upstream: its console scripts (0.20.1's axisrow build renames them
+# hermesx*), `python -m hermes_cli.main` / `-m acp_adapter`, or the scripts themselves
+EXECUTABLES = ("hermes", "hermes-agent", "hermes-acp", "hermesx", "hermesx-agent", "hermesx-acp")
+MODULES = ("hermes_cli.main", "hermes_cli")
+SCRIPTS = ("hermes_cli/main.py", "run_agent.py")
+ACP = ("hermes-acp", "hermesx-acp", "acp_adapter", "acp_adapter.main")
+HERMES_KINDS = ("gateway", "dashboard", "desktop-serve", "tui", "acp", "cli")  # ours to stop
 _PF_KTHREAD = 0x00200000
 _SKIP_PREFIXES = ("socket:", "pipe:", "anon_inode:", "/dev/", "/proc/", "/sys/", "[")
 _OPT_WITH_VALUE = ("-p", "--profile")
@@ -44,8 +51,15 @@ def _split_argv(argv):
     return argv
 
 
-def classify(argv):
-    """gateway / dashboard / desktop-serve / tui / cli / sqlite-shell / unknown, from the command line."""
+def hermes_entry(tok):
+    """True for the token that starts Hermes itself: its executable, module or script."""
+    return os.path.basename(tok) in EXECUTABLES or tok in MODULES or tok.endswith(SCRIPTS)
+
+
+def classify(argv, environ=None):
+    """gateway / dashboard / desktop-serve / tui / acp / cli / sqlite-shell / unknown, from the
+    command line; environ (the process's, if known) marks a Desktop-spawned backend
+    (HERMES_DESKTOP=1) whatever its command line says."""
     tokens = _split_argv(list(argv or []))
     if not tokens:
         return "unknown"
@@ -56,11 +70,15 @@ def classify(argv):
         base = os.path.basename(tok)
         if tok.startswith("tui_gateway"):
             return "tui"
-        if base in ("hermes", "hermes-agent") or tok in ("hermes_cli.main", "hermes_cli"):
+        if base in ACP or tok in ACP:
+            return "desktop-serve" if (environ or {}).get("HERMES_DESKTOP") == "1" else "acp"
+        if hermes_entry(tok):
             start = i + 1
             break
     if start is None:
         return "unknown"
+    if (environ or {}).get("HERMES_DESKTOP") == "1":
+        return "desktop-serve"
     sub = []
     i = start
     while i < len(tokens):
@@ -137,6 +155,21 @@ def _peek(pid, proc, user_names):
     return uid, argv
 
 
+def environ(pid, proc="/proc"):
+    """The process's environment as a dict (None when it cannot be read)."""
+    try:
+        with open(os.path.join(proc, str(pid), "environ"), "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    env = {}
+    for item in raw.split(b"\0"):
+        if b"=" in item:
+            k, v = item.split(b"=", 1)
+            env[k.decode("utf-8", "replace")] = v.decode("utf-8", "replace")
+    return env
+
+
 def alive(pid, proc="/proc"):
     """True while /proc/PID exists and is not a zombie."""
     info = process_info(pid, proc)
@@ -156,6 +189,17 @@ def _hidepid(proc):
     except OSError:
         pass
     return False
+
+
+def signal_pid(pid, sig):
+    """None on success, else the reason (gone is success: it stopped)."""
+    try:
+        os.kill(pid, sig)
+        return None
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return "permission denied (PID %d belongs to another user)" % pid
 
 
 def describe(holder):
@@ -246,6 +290,8 @@ def scan(db_path, proc="/proc", exclude_pids=None):
             info = process_info(pid, proc) or {"pid": pid, "ppid": None, "uid": None, "user": "?", "cmdline": []}
             holder = {k: info.get(k) for k in ("pid", "ppid", "user", "uid", "cmdline")}
             holder["kind"] = classify(holder["cmdline"])
+            if holder["kind"] not in ("unknown", "sqlite-shell", "desktop-serve"):
+                holder["kind"] = classify(holder["cmdline"], environ(pid, proc))
             holder["fds"] = counts
             holder["retired"] = retired
             out["holders"].append(holder)
@@ -288,8 +334,8 @@ def _could_hold(p, db_path, owner_uid):
         # Hermes itself runs as `hermes ...`, `python .../hermes ...` or `python -m hermes_cli.main`:
         # a `hermes` further down a command line is an argument (a path), not the program
         head = _split_argv(list(p.get("cmdline") or []))[:3]
-        return any(os.path.basename(t) in ("hermes", "hermes-agent") or
-                   t.startswith(("hermes_cli", "tui_gateway")) for t in head)
+        return any(hermes_entry(t) or os.path.basename(t) in ACP or
+                   t.startswith(("hermes_cli", "tui_gateway", "acp_adapter")) for t in head)
     ours = set(os.path.realpath(db_path + s) for s in ("", "-wal", "-shm"))
     for a in (p.get("cmdline") or [])[1:]:
         if os.path.isabs(a):

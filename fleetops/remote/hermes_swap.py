@@ -18,6 +18,7 @@ import os
 import sqlite3
 import time
 
+from fleetops.remote import hermes_fence
 from fleetops.remote import hermes_holders
 from fleetops.remote import hermes_paths
 from fleetops.remote import hermes_snapshot as fs
@@ -44,8 +45,18 @@ def _result(ok, msg, changed=False, **extra):
 
 
 def no_holders(loc, force=False):
-    """Raise SwapError naming every holder (or the reason the scan is incomplete)."""
-    sc = hermes_holders.scan_policy(loc["db"], loc.get("holder_scan") or "strict")
+    """Raise SwapError naming every holder (or the reason the scan is incomplete).
+
+    Under the fence (its keeper holds the SQLite locks of the file in place) Hermes holders are
+    harmless, respawned backends that can neither read nor write: they are tolerated, listed in
+    result["fenced"]. Anything else holding the file is still refused."""
+    sc = hermes_holders.scan_policy(loc["db"], loc.get("holder_scan") or "strict",
+                                    exclude_pids=hermes_fence.pids(loc))
+    fence = hermes_fence.holding(loc) if sc["holders"] else None
+    if fence and not [h for h in sc["holders"] if h["kind"] not in hermes_holders.HERMES_KINDS]:
+        sc["fenced"] = [dict((k, h.get(k)) for k in ("pid", "ppid", "kind", "cmdline")) for h in sc["holders"]]
+        sc["holders"] = []
+        sc["fence"] = fence
     if sc["holders"]:
         raise SwapError("refusing: %d process(es) hold %s: %s. Stop them first (hermes_stop_writers); "
                         "nothing was changed." % (len(sc["holders"]), loc["db"], "; ".join(
@@ -190,7 +201,7 @@ def latest_quarantine(loc):
 
 def quarantine(loc, force=False):
     """Copy the three-file image to quarantine/<ts>/copy/ with a sha256 manifest; (dir, manifest)."""
-    no_holders(loc, force)
+    sc = no_holders(loc, force)
     if not os.path.isfile(loc["db"]):
         raise SwapError("no state.db at %s: nothing to quarantine" % loc["db"])
     denied = hermes_paths.access_problem(loc["db"])
@@ -222,7 +233,7 @@ def quarantine(loc, force=False):
     fs.fsync_dir(cdir)
     man = {"kind": "fleetops-quarantine", "version": 1, "profile": loc["profile"], "db": loc["db"],
            "created_at": fs.iso(), "copy_dir": cdir, "files": files, "swaps": [], "rollbacks": [],
-           "set_aside": leftovers}
+           "set_aside": leftovers, "fenced_holders": sc.get("fenced") or []}
     fs.write_json(_manifest_path(qdir), man)
     fs.makedirs_private(os.path.dirname(pointer_path(loc)))
     fs.write_json(pointer_path(loc), {"quarantine_dir": qdir, "profile": loc["profile"], "at": man["created_at"]})
@@ -287,7 +298,7 @@ def checkpoint_new(path):
 
 def swap(loc, new_db, qdir, expect_sha256=None, force=False, check=False):
     """Move the quarantined original aside and the new file in; returns a summary dict."""
-    no_holders(loc, force)
+    sc = no_holders(loc, force)
     man = _load_manifest(qdir)
     if man.get("db") != loc["db"]:
         raise SwapError("quarantine %s is of %s, not %s" % (qdir, man.get("db"), loc["db"]))
@@ -342,13 +353,20 @@ def swap(loc, new_db, qdir, expect_sha256=None, force=False, check=False):
     j = {"id": "swap-%s" % fs.utc_ts(), "kind": "swap", "profile": loc["profile"], "db": loc["db"],
          "quarantine_dir": qdir, "created_at": fs.iso(), "moves": moves, "post": {"chmod": "0600"},
          "new_sha256": sha_new}
+    fenced = hermes_fence.keepers(loc)
+    if fenced:
+        # the new file is fenced too before it goes in place: a backend that opens state.db the
+        # moment it appears waits there until the old file's holders are gone and the checks done
+        hermes_fence.fence_file(loc, staged, "new")
     run_journal(loc, j)
     man["swaps"].append({"journal": j["id"], "at": fs.iso(), "swapped_out_dir": out_dir, "new_sha256": sha_new,
                          "new_size": os.path.getsize(loc["db"])})
     fs.write_json(_manifest_path(qdir), man)
     fs.write_json(os.path.join(qdir, "%s.journal.json" % j["id"]), j)
+    lifted = hermes_fence.lift(loc, os.path.join(out_dir, "state.db"), force=force) if fenced else None
     return {"journal": j["id"], "swapped_out_dir": out_dir, "new_sha256": sha_new,
-            "moved": [(m["src"], m["dst"]) for m in moves]}
+            "moved": [(m["src"], m["dst"]) for m in moves], "fence": lifted,
+            "fenced_holders": sc.get("fenced") or []}
 
 
 # ---------------------------------------------------------------- rollback
@@ -405,6 +423,9 @@ def rollback(loc, qdir, force=False, check=False):
             moves.append(_move(sources[n], loc["db"] + s, "original" + (s or "-db"), man["files"][n]["sha256"]))
     j = {"id": "rollback-%s" % stamp, "kind": "rollback", "profile": loc["profile"], "db": loc["db"],
          "quarantine_dir": qdir, "created_at": fs.iso(), "moves": moves, "post": {}}
+    fenced = hermes_fence.keepers(loc)
+    if fenced:
+        hermes_fence.fence_file(loc, sources["state.db"], "original")
     run_journal(loc, j)
     diff = _current_matches(loc["db"], man["files"])
     if diff:
@@ -412,7 +433,20 @@ def rollback(loc, qdir, force=False, check=False):
     man["rollbacks"].append({"journal": j["id"], "at": fs.iso(), "moved_aside_dir": rb_dir})
     fs.write_json(_manifest_path(qdir), man)
     fs.write_json(os.path.join(qdir, "%s.journal.json" % j["id"]), j)
-    return {"journal": j["id"], "moved_aside_dir": rb_dir, "restored": sorted(man["files"]), "changed": True}
+    lifted = hermes_fence.lift(loc, os.path.join(rb_dir, "state.db"), force=force) if fenced else None
+    return {"journal": j["id"], "moved_aside_dir": rb_dir, "restored": sorted(man["files"]), "changed": True,
+            "fence": lifted}
+
+
+def lift_text(lifted):
+    """The fence part of a swap or rollback message."""
+    if not lifted:
+        return ""
+    pids = ", ".join("%s %s" % (x["kind"], x["pid"]) for x in lifted["swept"])
+    if not lifted["ok"]:
+        return "; but the fence stays up (until the connection ends): %s" % lifted["reason"]
+    return "; %d process(es) still on the old file stopped%s, then the fence lifted (keeper PID %s)" % (
+        lifted["swept_count"], " (%s)" % pids if pids else "", ", ".join(str(p) for p in lifted["released"]))
 
 
 # ---------------------------------------------------------------- payload
@@ -479,12 +513,14 @@ def main(args):
                     recovered["quarantine_dir"] == qdir:
                 return _result(True, rec_msg + "the swap is complete", changed=True, **extra)
             r = swap(loc, args.get("new_db"), qdir, args.get("expect_sha256"), force=force)
-            return _result(True, "%sswapped: %s in place (sha256 %s, 0600); originals in %s" % (
-                rec_msg, loc["db"], r["new_sha256"][:12], r["swapped_out_dir"]), changed=True, swap=r,
-                quarantine_dir=qdir, **extra)
+            return _result(not r["fence"] or r["fence"]["ok"], "%sswapped: %s in place (sha256 %s, 0600); "
+                           "originals in %s%s" % (rec_msg, loc["db"], r["new_sha256"][:12], r["swapped_out_dir"],
+                                                  lift_text(r["fence"])), changed=True, swap=r,
+                           quarantine_dir=qdir, **extra)
         r = rollback(loc, qdir, force=force)
-        return _result(True, "%s%s" % (rec_msg, r.get("note") or "rolled back %s to the quarantined original "
-                                       "(sha256 checked); what was there is in %s" % (loc["db"], r["moved_aside_dir"])),
+        return _result(not r.get("fence") or r["fence"]["ok"], "%s%s%s" % (
+            rec_msg, r.get("note") or "rolled back %s to the quarantined original (sha256 checked); what was "
+            "there is in %s" % (loc["db"], r["moved_aside_dir"]), lift_text(r.get("fence"))),
                        changed=r.get("changed", True), rollback=r, quarantine_dir=qdir, **extra)
     except SwapError as exc:
         return _result(False, str(exc), refused=True)

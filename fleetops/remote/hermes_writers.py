@@ -26,14 +26,16 @@ import subprocess
 import sys
 import time
 
+from fleetops.remote import hermes_fence
 from fleetops.remote import hermes_holders
 from fleetops.remote import hermes_snapshot as fs
 from fleetops.remote import hermes_swap
+from fleetops.remote import sqlite_fence
 
-HERMES_KINDS = ("gateway", "dashboard", "desktop-serve", "tui", "cli")
+HERMES_KINDS = hermes_holders.HERMES_KINDS
 RESTARTABLE = ("gateway", "dashboard")  # the Desktop app respawns its own backend; a TUI is a person's
-DEFAULTS = {"quiet_window": 10.0, "deadline": 120.0, "grace": 10.0, "poll": 0.25,
-            "wait_timeout": 120.0, "gateway_stop_timeout": 40.0}
+DEFAULTS = {"quiet_window": 10.0, "deadline": 120.0, "grace": 10.0, "poll": 0.1,
+            "wait_timeout": 120.0, "gateway_stop_timeout": 40.0, "fence_ttl": hermes_fence.DEFAULT_TTL}
 ENV_NAMES_SHOWN = 40
 
 
@@ -50,6 +52,7 @@ def _opts(args):
     for k, v in DEFAULTS.items():
         o[k] = fs.num(args.get(k), v)
     o["force"] = fs.truthy(args.get("force"))
+    o["fence"] = fs.truthy(args.get("fence", True))
     o["systemd"] = str(args.get("systemd", "auto")).lower()
     o["hermes_bin"] = args.get("hermes_bin") or None
     o["restart_on_failure"] = fs.truthy(args.get("restart_on_failure", True))
@@ -57,20 +60,6 @@ def _opts(args):
 
 
 # ---------------------------------------------------------------- facts about processes
-
-def _environ(pid):
-    try:
-        with open("/proc/%d/environ" % pid, "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    env = {}
-    for item in raw.split(b"\0"):
-        if b"=" in item:
-            k, v = item.split(b"=", 1)
-            env[k.decode("utf-8", "replace")] = v.decode("utf-8", "replace")
-    return env
-
 
 def _cwd(pid):
     try:
@@ -114,7 +103,7 @@ def hermes_command(holder_argv, exe=None, env=None, hermes_bin=None):
     tokens = hermes_holders._split_argv(list(holder_argv or []))
     end = None
     for i, tok in enumerate(tokens):
-        if os.path.basename(tok) in ("hermes", "hermes-agent") or tok in ("hermes_cli.main", "hermes_cli"):
+        if hermes_holders.hermes_entry(tok):
             end = i
             break
     if end is None:
@@ -134,7 +123,7 @@ def hermes_command(holder_argv, exe=None, env=None, hermes_bin=None):
 
 def _holder_facts(h):
     pid = h["pid"]
-    env = _environ(pid)
+    env = hermes_holders.environ(pid)
     return {"pid": pid, "kind": h["kind"], "argv": list(h.get("cmdline") or []), "cwd": _cwd(pid),
             "exe": _exe(pid), "env": env, "user": h.get("user"), "uid": h.get("uid"),
             "start_time": (hermes_holders.process_info(pid) or {}).get("start_time"),
@@ -250,17 +239,6 @@ def _foreign(holders):
     return [h for h in holders if h["kind"] not in HERMES_KINDS]
 
 
-def _signal(pid, sig):
-    """None on success, else the reason (gone is success: it stopped)."""
-    try:
-        os.kill(pid, sig)
-        return None
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        return "permission denied (PID %d belongs to another user)" % pid
-
-
 def _plan(loc, opts, scan):
     """What is running and how each will be stopped; no side effects."""
     plan = {"units": [], "gateway": None, "gateway_stop": None, "processes": [], "problems": []}
@@ -340,7 +318,10 @@ def stop(loc, args):
     """Stop every writer of loc's state.db; the payload result (module contract)."""
     opts = _opts(args)
     db = loc["db"]
-    scan = hermes_holders.scan_policy(db, loc.get("holder_scan") or "strict")
+    if opts["fence"] and not fs.truthy(args.get("_check")) and hermes_fence.keepers(loc) and \
+            not hermes_fence.holding(loc):
+        hermes_fence.release(loc)  # an earlier fence of this run, over a file no longer in place
+    scan = hermes_holders.scan_policy(db, loc.get("holder_scan") or "strict", exclude_pids=hermes_fence.pids(loc))
     if scan["status"] != "known" and not opts["force"]:
         return _refusal("cannot tell who holds %s: %s. Run as root or as the user owning the Hermes "
                         "processes (or pass force: true if you know they are idle); nothing was stopped."
@@ -394,7 +375,7 @@ def stop(loc, args):
         log.append({"step": "hermes gateway stop", "argv": plan["gateway_stop"], "rc": rc, "out": out[-500:]})
         stopped.append({"pid": plan["gateway"]["pid"], "kind": "gateway", "how": "hermes gateway stop",
                         "ok": rc == 0})
-    res = _converge(loc, opts, scan, stopped, log, rec)
+    res = _converge(loc, opts, scan, stopped, log, rec, plan)
     rec["stopped"] = (rec.get("stopped") or []) + stopped
     rec["respawns"] = (rec.get("respawns") or []) + res["respawns"]
     if res["ok"]:
@@ -402,13 +383,18 @@ def stop(loc, args):
         rec["stopped_at"] = fs.iso()
         _save(loc, rec)
         n_r = len(res["respawns"])
-        return {"changed": bool(stopped), "failed": False, "skipped": False,
-                "msg": "no process holds %s for %.1f s: stopped %d (%s)%s" % (
-                    db, opts["quiet_window"], len(stopped),
-                    ", ".join(_stopped_text(s) for s in stopped) or "nothing was running",
+        fence = res.get("fence")
+        head = ("fenced %s (its SQLite locks held by keeper PID %d until the swap is done, or the "
+                "connection ends)" % (db, fence["pid"])) if fence else \
+            "no process holds %s for %.1f s" % (db, opts["quiet_window"])
+        return {"changed": bool(stopped) or bool(fence), "failed": False, "skipped": False,
+                "msg": "%s: stopped %d (%s)%s" % (
+                    head, len(stopped), ", ".join(_stopped_text(s) for s in stopped) or "nothing was running",
                     "; caught %d respawn(s): %s" % (n_r, ", ".join(
                         "%s %d" % (r["kind"], r["pid"]) for r in res["respawns"])) if n_r else ""),
-                "stopped": stopped, "respawns": res["respawns"], "record": public_record(rec),
+                "stopped": stopped, "respawns": res["respawns"], "respawn_count": n_r,
+                "respawn_pids": [r["pid"] for r in res["respawns"]], "fence": fence,
+                "fenced_holders": res.get("fenced_holders") or [], "record": public_record(rec),
                 "record_path": record_path(loc), "log": log}
     rec["status"] = "stopped"
     rec["stop_failed"] = res["reason"]
@@ -432,24 +418,56 @@ def _stopped_text(s):
     return "%s %s by %s" % (s.get("kind"), s.get("pid"), s.get("how"))
 
 
-def _converge(loc, opts, scan0, stopped, log, rec):
-    """Signal Hermes holders until none is seen for quiet_window, or the deadline passes."""
+def _stop_unit_of(h, plan, rec, log, done):
+    """A holder that runs in a systemd unit is stopped through its manager (a kill would only be
+    answered with a restart, Restart=always); the unit is recorded to be started again.
+    Returns the stop entry, or None when the holder is in no unit we can stop."""
+    u = cgroup_unit(h["pid"])
+    if u is None or (u[0] == "user" and not plan.get("user_manager")) or (u[0] == "system" and os.geteuid() != 0):
+        return None
+    rc, out = systemctl(u[0], "stop", u[1], timeout=120)  # again if it came back: started by someone
+    done.add(u)
+    log.append({"step": "systemctl stop", "unit": u[1], "scope": u[0], "rc": rc, "out": out[-500:],
+                "why": "PID %d appeared in it" % h["pid"]})
+    if not any(x["name"] == u[1] and x["scope"] == u[0] for x in rec.get("units") or []):
+        rec.setdefault("units", []).append({"scope": u[0], "name": u[1],
+                                            "why": "holds state.db (PID %d, %s)" % (h["pid"], h["kind"])})
+    return {"pid": h["pid"], "kind": h["kind"], "unit": u[1], "ok": rc == 0,
+            "how": "systemctl%s stop %s" % (" --user" if u[0] == "user" else "", u[1])}
+
+
+def _converge(loc, opts, scan0, stopped, log, rec, plan):
+    """Stop Hermes holders (respawns too) until the fence holds the store, or the deadline passes.
+
+    The fence keeper is started once every holder that was running at the start is gone (they
+    get to finish their last writes); from then on the holders are respawns, killed on sight,
+    and the kernel grants the keeper its lock the moment the last SQLite lock is gone. Without
+    the fence (fence: false) it waits for a quiet window with no holder instead.
+    """
     initial = set((h["pid"]) for h in scan0["holders"])
     killed_shapes = []
     signalled = {}  # pid -> {"t": first TERM, "kill": bool, "entry": dict}
     respawns = []
+    units_done = set(("user" if u["scope"] == "user" else "system", u["name"]) for u in plan["units"])
     start_t = _now()
     last_seen = start_t
     deadline = start_t + opts["deadline"]
+    keeper = None
+    fence = hermes_fence.holding(loc) if opts["fence"] else None
     while True:
-        scan = hermes_holders.scan_policy(loc["db"], loc.get("holder_scan") or "strict")
+        exclude = hermes_fence.pids(loc) | (set([keeper.pid]) if keeper is not None and keeper.pid else set())
+        scan = hermes_holders.scan_policy(loc["db"], loc.get("holder_scan") or "strict", exclude_pids=exclude)
         now = _now()
         if scan["status"] != "known" and not opts["force"]:
+            if keeper is not None:
+                keeper.cancel()
             return {"ok": False, "respawns": respawns,
                     "reason": "holder scan became incomplete: %s" % scan.get("reason")}
         holders = scan["holders"]
         foreign = _foreign(holders)
         if foreign and not opts["force"]:
+            if keeper is not None:
+                keeper.cancel()
             return {"ok": False, "respawns": respawns, "remaining": holders,
                     "reason": "a process that is not Hermes started holding %s meanwhile: %s; close it "
                               "and re-run" % (loc["db"], "; ".join(hermes_holders.describe(h) for h in foreign))}
@@ -462,7 +480,8 @@ def _converge(loc, opts, scan0, stopped, log, rec):
                 shape = (h["kind"], tuple(h.get("cmdline") or ()))
                 if pid not in initial:
                     ev = {"pid": pid, "ppid": h.get("ppid"), "kind": h["kind"], "cmdline": h.get("cmdline"),
-                          "respawn": shape in killed_shapes, "seen_after_s": round(now - start_t, 2)}
+                          "respawn": shape in killed_shapes, "seen_after_s": round(now - start_t, 2),
+                          "fenced": fence is not None}
                     respawns.append(ev)
                     if h["kind"] in RESTARTABLE and not any(
                             p["argv"] == h.get("cmdline") for p in rec.get("processes") or []) and \
@@ -470,36 +489,62 @@ def _converge(loc, opts, scan0, stopped, log, rec):
                         f = _holder_facts(h)
                         f["restart"] = True
                         rec.setdefault("processes", []).append(f)
-                why = _signal(pid, signal.SIGTERM)
-                entry = {"pid": pid, "kind": h["kind"], "cmdline": h.get("cmdline"), "how": "SIGTERM",
-                         "ok": why is None}
-                if why:
-                    entry["error"] = why
-                    stopped.append(entry)
-                    return {"ok": False, "respawns": respawns, "remaining": holders,
-                            "reason": "cannot stop %s: %s" % (hermes_holders.describe(h), why)}
+                entry = _stop_unit_of(h, plan, rec, log, units_done)
+                if entry is None:
+                    why = hermes_holders.signal_pid(pid, signal.SIGTERM)
+                    entry = {"pid": pid, "kind": h["kind"], "cmdline": h.get("cmdline"), "how": "SIGTERM",
+                             "ok": why is None}
+                    if why:
+                        entry["error"] = why
+                        stopped.append(entry)
+                        if keeper is not None:
+                            keeper.cancel()
+                        return {"ok": False, "respawns": respawns, "remaining": holders,
+                                "reason": "cannot stop %s: %s" % (hermes_holders.describe(h), why)}
                 stopped.append(entry)
                 killed_shapes.append(shape)
-                signalled[pid] = {"t": now, "kill": False, "entry": entry}
+                signalled[pid] = {"t": now, "kill": bool(entry.get("unit")), "entry": entry}
             elif not st["kill"] and now - st["t"] >= opts["grace"]:
-                _signal(pid, signal.SIGKILL)
+                hermes_holders.signal_pid(pid, signal.SIGKILL)
                 st["kill"] = True
                 st["entry"]["how"] = "SIGTERM, then SIGKILL after %.0f s" % opts["grace"]
-        if not holders and now - last_seen >= opts["quiet_window"]:
+        if opts["fence"]:
+            if fence is None and keeper is None and not [h for h in holders if h["pid"] in initial]:
+                keeper = hermes_fence.start(loc, loc["db"], ttl=opts["fence_ttl"],
+                                            wait=max(1.0, deadline - now))
+                log.append({"step": "fence keeper started", "pid": keeper.pid, "after_s": round(now - start_t, 2)})
+            if keeper is not None and fence is None:
+                try:
+                    info = keeper.poll(opts["poll"])
+                except sqlite_fence.FenceError as exc:
+                    return {"ok": False, "respawns": respawns, "remaining": holders,
+                            "reason": "cannot fence %s: %s" % (loc["db"], exc)}
+                if info:
+                    fence = hermes_fence.adopt(loc, keeper, info, "db")
+            if fence is not None:
+                log.append({"step": "fenced", "after_s": round(_now() - start_t, 2), "keeper": fence["pid"]})
+                return {"ok": True, "respawns": respawns, "fence": fence,
+                        "fenced_holders": [h["pid"] for h in holders if h["pid"] not in initial]}
+        elif not holders and now - last_seen >= opts["quiet_window"]:
             log.append({"step": "converged", "after_s": round(now - start_t, 2)})
             return {"ok": True, "respawns": respawns}
         if now >= deadline:
+            if keeper is not None:
+                keeper.cancel()
             desk = [r for r in respawns if r["kind"] == "desktop-serve"]
             hint = (" The desktop backend kept coming back (%d respawns, parent PID %s): close the Hermes "
                     "Desktop app connected to this host, then re-run." % (
                         len(desk), ", ".join(sorted(set(str(r["ppid"]) for r in desk))))) if desk else ""
+            owner = sqlite_fence.lock_owner(loc["db"]) if opts["fence"] else None
             return {"ok": False, "respawns": respawns, "remaining": holders,
                     "reason": "deadline of %.0f s passed and %s still held by %s.%s" % (
                         opts["deadline"], loc["db"],
-                        ", ".join(hermes_holders.describe(h) for h in holders) or
-                        "processes that came and went (no quiet window of %.1f s)" % opts["quiet_window"],
-                        hint)}
-        time.sleep(opts["poll"])
+                        ", ".join(hermes_holders.describe(h) for h in holders) or (
+                            "PID %s (a SQLite lock on it, so the fence could not be taken)" % owner
+                            if owner else "processes that came and went (no quiet window of %.1f s)"
+                            % opts["quiet_window"]), hint)}
+        if keeper is None or fence is not None:
+            time.sleep(opts["poll"])
 
 
 # ---------------------------------------------------------------- start
@@ -585,15 +630,21 @@ def start(loc, args):
     """Restart what stop recorded, gateway first; wait until it holds the database again."""
     opts = _opts(args)
     rec = load_record(loc)
-    if not rec or rec.get("status") not in ("stopping", "stopped", "restart_failed"):
-        return {"changed": False, "failed": False, "skipped": False, "started": [], "recorded": False,
-                "msg": "nothing recorded as stopped for profile %s: nothing to start" % loc["profile"]}
     pend = hermes_swap.pending(loc)
-    if pend and pend.get("db") == loc["db"]:
+    if pend and pend.get("db") == loc["db"] and rec and rec.get("status") in ("stopping", "stopped", "restart_failed"):
         return {"changed": False, "failed": True, "skipped": False, "refused": True,
                 "msg": "an interrupted %s of %s is pending (journal %s): starting writers now would put "
                        "them on a half-swapped store; run hermes_swap action=recover first"
                        % (pend["kind"], loc["db"], pend["id"])}
+    # no swap pending, so the file in place is the one to run on: a fence still up (the no-swap
+    # path; the swap lifts it itself once the old file's holders are gone) is lifted first
+    fence = [] if fs.truthy(args.get("_check")) or (pend and pend.get("db") == loc["db"]) else hermes_fence.keepers(loc)
+    if not rec or rec.get("status") not in ("stopping", "stopped", "restart_failed"):
+        released = hermes_fence.release(loc) if fence else []
+        return {"changed": bool(released), "failed": False, "skipped": False, "started": [], "recorded": False,
+                "fence_released": released,
+                "msg": "nothing recorded as stopped for profile %s: nothing to start%s" % (
+                    loc["profile"], "; fence released (keeper PID %s)" % released if released else "")}
     units = rec.get("units") or []
     gw = rec.get("gateway")
     procs = [p for p in rec.get("processes") or [] if p.get("restart")]
@@ -603,6 +654,7 @@ def start(loc, args):
                 "msg": "check mode: would start units %s, gateway %s, %d other process(es)" % (
                     [u["name"] for u in units] or "-", " ".join(gw["argv"]) if gw else "-", len(procs))}
     started, errors = [], []
+    released = hermes_fence.release(loc) if fence else []
     logs_dir = os.path.join(loc["home"], "logs")
     # gateway first: the units that hold a gateway, then a bare gateway, then the rest
     units = sorted(units, key=lambda u: 0 if "gateway" in u["name"] else 1)
@@ -661,10 +713,13 @@ def start(loc, args):
     skipped = rec.get("not_restarted") or []
     note = ("; not restarted (their owner brings them back): %s" % ", ".join(
         "%s %s" % (s["kind"], s["pid"]) for s in skipped)) if skipped else ""
+    if released:
+        note += "; fence lifted first (keeper PID %s)" % ", ".join(str(p) for p in released)
     if errors:
         return {"changed": bool(started), "failed": True, "skipped": False, "started": started,
-                "errors": errors, "msg": "; ".join(errors) + note}
-    return {"changed": bool(started), "failed": False, "skipped": False, "started": started,
+                "fence_released": released, "errors": errors, "msg": "; ".join(errors) + note}
+    return {"changed": bool(started) or bool(released), "failed": False, "skipped": False, "started": started,
+            "fence_released": released,
             "msg": "started %s%s" % (", ".join(
                 ("unit %s" % s["unit"]) if s.get("unit") else "%s %s" % (s["kind"], s["pid"])
                 for s in started) or "nothing", note)}

@@ -6,6 +6,7 @@ pointing at the test's temp home, so the real ~/.hermes is never touched.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetops.remote import hermes_holders
+from fleetops.remote import hermes_holders, sqlite_fence
 from tests.corpus import build
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,6 +25,13 @@ VENV = build.VENV
 HERMES = VENV / "bin" / "hermes"
 VPY = VENV / "bin" / "python"
 HOLDER = Path(__file__).with_name("holder.py")
+# a plain holder: one SQLite connection kept open until killed (for refusals, check mode)
+PLAIN_HOLDER = ("import signal, sqlite3, sys, time\n"
+                "conn = sqlite3.connect(sys.argv[1], timeout=5)\n"
+                "conn.execute('SELECT count(*) FROM sqlite_master').fetchone()\n"
+                "signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\n"
+                "while True:\n"
+                "    time.sleep(3600)\n")
 
 
 def hermes_env(home) -> dict:
@@ -45,9 +53,27 @@ def wait_for(pred, timeout=120.0, what="condition", interval=0.2):
         time.sleep(interval)
 
 
+def fence_keepers(root) -> list:
+    """Live fence keepers recorded under a Hermes root (they hold state.db only to lock it)."""
+    out = []
+    for rec in Path(root).glob("fleetops/state/*-fence.json"):
+        out += [k for k in json.loads(rec.read_text()).get("keepers") or [] if sqlite_fence.alive(k)]
+    return out
+
+
 def holders(db, kind=None):
-    hs = hermes_holders.scan(str(db))["holders"]
+    keep = {k["pid"] for k in fence_keepers(Path(db).parent)}
+    hs = hermes_holders.scan(str(db), exclude_pids=keep)["holders"]
     return [h for h in hs if kind is None or h["kind"] == kind]
+
+
+@pytest.fixture(autouse=True)
+def _no_fence_left(tmp_path):
+    """A test that stops writers and never swaps leaves its fence keeper: end it by PID."""
+    yield
+    keepers = [k for rec in tmp_path.glob("**/fleetops/state/*-fence.json")
+               for k in json.loads(rec.read_text()).get("keepers") or []]
+    sqlite_fence.release(keepers)
 
 
 class Procs:
@@ -162,13 +188,78 @@ def start_gateway(procs, root, timeout=180.0, hermes=HERMES):
 def start_desktop(procs, db, respawns=2, delay=1.0):
     """A supervisor shell loop (the Desktop app's stand-in) that runs `hermes serve --isolated`
     holders one after another: 1 + respawns of them, each restarted `delay` s after it dies."""
+    import shlex
     n = 1 + respawns if respawns >= 0 else 1000000
-    script = ('i=0; while [ $i -lt %d ]; do (exec -a "hermes serve --isolated" %s %s %s); i=$((i+1)); '
-              'sleep %s; done' % (n, sys.executable, HOLDER, db, delay))
+    script = ('i=0; while [ $i -lt %d ]; do (exec -a "hermes serve --isolated" %s -c %s %s); i=$((i+1)); '
+              'sleep %s; done' % (n, sys.executable, shlex.quote(PLAIN_HOLDER), db, delay))
     p = procs.add(subprocess.Popen(["bash", "-c", script], stdin=subprocess.DEVNULL,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
     wait_for(lambda: holders(db, "desktop-serve"), 60, "the desktop-serve holder")
     return p
+
+
+def install_desktop_double(bin_dir, venv=VENV):
+    """holder.py as a `hermes` console script of the venv (so /proc shows `python .../hermes serve ...`)."""
+    bin_dir = Path(bin_dir)
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    exe = bin_dir / "hermes"
+    exe.write_text("#!%s\n%s" % (Path(venv) / "bin" / "python", HOLDER.read_text()))
+    exe.chmod(0o755)
+    return exe
+
+
+class DesktopApp:
+    """The Desktop app double (tests/repair/holder.py): backends respawned forever; its log."""
+
+    def __init__(self, popen, log):
+        self.popen = popen
+        self.log = Path(log)
+
+    def lines(self, word):
+        if not self.log.exists():
+            return []
+        return [ln.split(" ", 1)[1] for ln in self.log.read_text().splitlines() if ln.startswith(word + " ")]
+
+    def spawned(self):
+        return [int(x) for x in self.lines("spawned")]
+
+    def committed(self):
+        return self.lines("committed")
+
+    def opened(self):
+        """[(pid, inode of state.db it opened)]"""
+        return [tuple(int(v) for v in x.split()) for x in self.lines("opened")]
+
+
+def start_desktop_app(procs, db, backends=1, delay=(0.5, 3.0), interval=0.3, venv=VENV):
+    """The Desktop app double: `backends` `hermes serve --isolated` processes, each restarted
+    delay[0]..delay[1] s after it dies, for as long as the app runs; returns once one holds db."""
+    db = Path(db)
+    exe = install_desktop_double(db.parent.parent / "desktop-app-bin", venv)
+    log = db.parent.parent / "desktop-app.log"
+    cmd = [sys.executable, str(HOLDER), "app", str(exe), str(db), str(log), "--backends", str(backends),
+           "--delay-min", str(delay[0]), "--delay-max", str(delay[1]), "--interval", str(interval)]
+    p = procs.add(subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   env=hermes_env(db.parent), start_new_session=True))
+    app = DesktopApp(p, log)
+    wait_for(lambda: len(app.lines("opened")) >= backends, 120, "the desktop backends to open state.db")
+    return app
+
+
+def start_logging_writer(procs, db, interval=0.1):
+    """A real Hermes writer (`hermes chat` by its command line, hermes_state.SessionDB) that logs
+    every message it committed; returns the log path once it committed one."""
+    from tests.repair_lab.seed import WRITER_PY
+    db = Path(db)
+    d = db.parent.parent
+    script, log = d / "writer.py", d / "writer.log"
+    script.write_text(WRITER_PY)
+    env = dict(hermes_env(db.parent), FLEETOPS_SEED_VENV=str(VENV))
+    procs.add(subprocess.Popen(["bash", "-c", 'exec -a "hermes chat" "$0" "$@"', str(VPY), str(script), str(db),
+                                str(log), str(interval)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, env=env, start_new_session=True))
+    wait_for(lambda: log.exists() and "committed" in log.read_text(), 120, "the writer's first commit")
+    return log
 
 
 def start_sqlite_shell(procs, db):

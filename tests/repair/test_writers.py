@@ -6,7 +6,7 @@ import json
 import os
 import stat
 
-from fleetops.remote import hermes_holders, hermes_writers
+from fleetops.remote import hermes_holders, hermes_writers, sqlite_fence
 
 from .conftest import HERMES, args_for, holders, start_desktop, start_gateway, start_sqlite_shell, wait_for
 
@@ -20,16 +20,17 @@ def test_stop_catches_respawns_then_start_brings_the_gateway_back(home, procs):
     first_desk = holders(db, "desktop-serve")[0]["pid"]
     r = hermes_writers.main(args_for(home, action="stop", **FAST))
     assert not r["failed"], r["msg"]
-    assert hermes_holders.scan(str(db))["holders"] == []
+    assert [h for h in holders(db) if h["kind"] != "desktop-serve"] == []  # a respawn may wait at the fence
     assert gw.wait(timeout=60) is not None  # the real gateway exited
     how = {s.get("pid"): s["how"] for s in r["stopped"]}
     assert how[gw.pid] == "hermes gateway stop"
     assert how[first_desk].startswith("SIGTERM")
-    # the supervisor brought the backend back twice; both respawns were caught and stopped
+    # the store is fenced: a backend the supervisor brings back cannot open it (it gives up after
+    # its two respawns); any respawn seen while stopping was caught and stopped
+    assert r["fence"] and "fenced %s" % db in r["msg"]
     resp = [x for x in r["respawns"] if x["kind"] == "desktop-serve"]
-    assert len(resp) == 2 and all(x["respawn"] for x in resp), r["respawns"]
-    assert all(x["pid"] in how for x in resp)
-    assert "caught 2 respawn(s)" in r["msg"]
+    assert all(x["respawn"] and x["pid"] in how for x in resp), r["respawns"]
+    assert ("caught %d respawn(s)" % len(resp) in r["msg"]) == bool(resp)
     wait_for(lambda: sup.poll() is not None, 60, "the supervisor to give up")
     # the record: what to restart, private
     path = home / "fleetops" / "state" / "default-writers.json"
@@ -43,6 +44,7 @@ def test_stop_catches_respawns_then_start_brings_the_gateway_back(home, procs):
 
     s = hermes_writers.main(args_for(home, action="start", wait_timeout=180))
     assert not s["failed"], s["msg"]
+    assert s["fence_released"] == [r["fence"]["pid"]] and "fence lifted first" in s["msg"]
     new = [x for x in s["started"] if x.get("kind") == "gateway"][0]
     procs.add_pid(new["pid"])
     assert new["holding"]
@@ -79,13 +81,24 @@ def test_force_stops_the_foreign_holder_too(home, procs):
     assert holders(db) == []
 
 
-def test_endless_respawner_hits_the_deadline_and_names_the_remedy(home, procs):
+def test_endless_respawner_without_the_fence_hits_the_deadline_and_names_the_remedy(home, procs):
+    """fence: false is the old quiet-window wait, which a backend respawned forever never gives."""
     db = home / "state.db"
     start_desktop(procs, db, respawns=-1, delay=0.5)
-    r = hermes_writers.main(args_for(home, action="stop", quiet_window=3, deadline=6, grace=2, systemd="false"))
+    r = hermes_writers.main(args_for(home, action="stop", quiet_window=3, deadline=6, grace=2, systemd="false",
+                                     fence=False))
     assert r["failed"]
     assert "close the Hermes Desktop app" in r["msg"] and "deadline" in r["msg"]
     assert sum(1 for x in r["respawns"] if x["respawn"]) >= 1
+
+
+def test_endless_respawner_is_fenced_out(home, procs):
+    db = home / "state.db"
+    start_desktop(procs, db, respawns=-1, delay=0.5)
+    r = hermes_writers.main(args_for(home, action="stop", deadline=30, grace=2, systemd="false"))
+    assert not r["failed"], r["msg"]
+    assert r["fence"] and sqlite_fence.lock_owner(str(db)) == r["fence"]["pid"]
+    assert "fenced %s" % db in r["msg"]
 
 
 def test_check_mode_stops_nothing(home, procs):
