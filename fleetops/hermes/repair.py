@@ -112,7 +112,8 @@ class HermesStopWriters(_Step):
     action = "stop"
     args = _args(quiet_window=Arg(NUM, default=None), deadline=Arg(NUM, default=None), grace=Arg(NUM, default=None),
                  force=Arg(BOOL, default=None), systemd=Arg(str, default=None), hermes_bin=Arg(str, default=None),
-                 restart_on_failure=Arg(BOOL, default=None))
+                 restart_on_failure=Arg(BOOL, default=None), fence=Arg(BOOL, default=None),
+                 fence_ttl=Arg(NUM, default=None))
 
     def run(self, ctx, args):
         pargs = self.pargs(ctx, args)
@@ -122,7 +123,8 @@ class HermesStopWriters(_Step):
         if res.get("refused"):
             res["msg"] = "refused: " + res["msg"]
         _save(ctx, args.get("profile"), "writers-stop.json",
-              {k: res.get(k) for k in ("msg", "stopped", "respawns", "record", "foreign", "remaining", "restart")})
+              {k: res.get(k) for k in ("msg", "stopped", "respawns", "respawn_count", "respawn_pids", "fence",
+                                       "fenced_holders", "record", "foreign", "remaining", "restart")})
         return res
 
 

@@ -60,12 +60,30 @@ def holding(loc, path=None):
     return None
 
 
-def _save(loc, ks, anchor=None):
+def _save(loc, ks, anchor=None, seen=None):
     fs.makedirs_private(os.path.dirname(record_path(loc)))
     old = fs.read_json(record_path(loc)) or {}
     fs.write_json(record_path(loc), {"version": 1, "profile": loc["profile"], "db": loc["db"],
                                      "anchor": anchor or old.get("anchor"), "keepers": ks,
+                                     "seen": old.get("seen") or [] if seen is None else seen,
                                      "updated_at": fs.iso()})
+
+
+def note(loc, holders, step):
+    """Record processes that came back while the fence was being taken or held (respawns): every
+    step that sees one adds it, so the swap can report them all, with PIDs."""
+    rec = fs.read_json(record_path(loc)) or {}
+    seen = rec.get("seen") or []
+    known = set(x["pid"] for x in seen)
+    new = [{"pid": h["pid"], "kind": h.get("kind"), "cmdline": h.get("cmdline"), "step": step}
+           for h in holders or [] if h["pid"] not in known]
+    if new:
+        _save(loc, rec.get("keepers") or [], seen=seen + new)
+    return new
+
+
+def seen(loc):
+    return (fs.read_json(record_path(loc)) or {}).get("seen") or []
 
 
 def start(loc, path, ttl=DEFAULT_TTL, wait=60.0, anchor=None):
@@ -80,7 +98,7 @@ def adopt(loc, keeper, info, role):
     """Record a keeper that now holds its lock (with the others of this profile)."""
     info = dict(info, role=role, since=fs.iso(info.get("since")))
     ks = [k for k in keepers(loc) if k["pid"] != info["pid"]] + [info]
-    _save(loc, ks, getattr(keeper, "anchor", None))
+    _save(loc, ks, getattr(keeper, "anchor", None), seen=[] if role == "db" else None)  # "db": a new fence
     return info
 
 
@@ -146,7 +164,9 @@ def sweep(loc, old_db, grace=10.0, deadline=120.0, force=False):
 def lift(loc, old_db, grace=10.0, force=False):
     """After the moves: sweep the old image's holders, then release the fence. A result dict."""
     sw = sweep(loc, old_db, grace=grace, force=force)
-    out = {"swept": sw["stopped"], "swept_count": len(sw["stopped"])}
+    note(loc, sw["stopped"], "stopped after the swap (held the old file)")
+    every = seen(loc)
+    out = {"swept": sw["stopped"], "swept_count": len(sw["stopped"]), "seen": every, "seen_count": len(every)}
     if not sw["ok"]:
         # the fence stays (it ends with the connection): releasing it now would let a process
         # that still holds the old file write there

@@ -57,6 +57,7 @@ def no_holders(loc, force=False):
         sc["fenced"] = [dict((k, h.get(k)) for k in ("pid", "ppid", "kind", "cmdline")) for h in sc["holders"]]
         sc["holders"] = []
         sc["fence"] = fence
+        hermes_fence.note(loc, sc["fenced"], "waiting at the fence")
     if sc["holders"]:
         raise SwapError("refusing: %d process(es) hold %s: %s. Stop them first (hermes_stop_writers); "
                         "nothing was changed." % (len(sc["holders"]), loc["db"], "; ".join(
@@ -445,8 +446,11 @@ def lift_text(lifted):
     pids = ", ".join("%s %s" % (x["kind"], x["pid"]) for x in lifted["swept"])
     if not lifted["ok"]:
         return "; but the fence stays up (until the connection ends): %s" % lifted["reason"]
-    return "; %d process(es) still on the old file stopped%s, then the fence lifted (keeper PID %s)" % (
-        lifted["swept_count"], " (%s)" % pids if pids else "", ", ".join(str(p) for p in lifted["released"]))
+    return "; %d process(es) still on the old file stopped%s, then the fence lifted (keeper PID %s); %d " \
+        "respawned process(es) seen during the repair%s" % (
+            lifted["swept_count"], " (%s)" % pids if pids else "", ", ".join(str(p) for p in lifted["released"]),
+            lifted["seen_count"], " (PIDs %s)" % ", ".join(str(x["pid"]) for x in lifted["seen"])
+            if lifted["seen"] else "")
 
 
 # ---------------------------------------------------------------- payload

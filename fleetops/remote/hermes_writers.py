@@ -523,6 +523,7 @@ def _converge(loc, opts, scan0, stopped, log, rec, plan):
                     fence = hermes_fence.adopt(loc, keeper, info, "db")
             if fence is not None:
                 log.append({"step": "fenced", "after_s": round(_now() - start_t, 2), "keeper": fence["pid"]})
+                hermes_fence.note(loc, respawns, "stopped while the fence was taken")
                 return {"ok": True, "respawns": respawns, "fence": fence,
                         "fenced_holders": [h["pid"] for h in holders if h["pid"] not in initial]}
         elif not holders and now - last_seen >= opts["quiet_window"]:

@@ -178,8 +178,8 @@ def test_repair_wins_against_backends_that_respawn_forever(tmp_path, std_image, 
     # no committed row lost: everything the writer and every backend committed is in the new file,
     # also what they committed before the fence (checked against what each recorded)
     time.sleep(2.0)  # let a respawned backend commit on the new file
+    wrote = committed(wlog) + app.committed()  # read before the store: a row logged is in it
     have = messages(db)
-    wrote = committed(wlog) + app.committed()
     missing = [t for t in wrote if t not in have]
     assert wrote and not missing, missing[:5]
     # nothing can have reached the old file after its quarantine copy: the moved-aside original
@@ -197,7 +197,8 @@ def test_repair_wins_against_backends_that_respawn_forever(tmp_path, std_image, 
     assert set(on_new) & {h["pid"] for h in holders(db, "desktop-serve")}
     n_before = len(app.committed())
     wait_for(lambda: len(app.committed()) > n_before, 60, "the backend's next commit")
-    assert set(app.committed()) <= messages(db)
+    done = app.committed()
+    assert set(done) <= messages(db)
     # nobody is left on the old inode; the gateway runs again, on the new file
     assert hermes_holders.scan(str(out_dir / "state.db"))["holders"] == []
     assert gw.poll() is not None
@@ -224,7 +225,8 @@ def test_no_swap_path_lifts_the_fence_and_backends_go_on_with_the_original(home,
     assert sqlite_fence.lock_owner(str(db)) == 0
     n = len(app.committed())
     wait_for(lambda: len(app.committed()) > n, 120, "the backend writing again")
-    assert os.stat(db).st_ino == ino and set(app.committed()) <= messages(db)
+    done = app.committed()
+    assert os.stat(db).st_ino == ino and set(done) <= messages(db)
 
 
 def test_quarantine_refuses_a_foreign_holder_even_under_the_fence(home, procs):

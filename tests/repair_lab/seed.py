@@ -275,6 +275,35 @@ class Seeder:
         self._spawn(h, "desktop-supervisor", script, "seed-desktop.log")
         return self.wait_holder(name, "desktop-serve", 60)["pid"]
 
+    def desktop_app(self, name, backends=1, delay=(1.0, 3.0), interval=0.3) -> str:
+        """The Desktop app double (tests/repair/holder.py): `backends` `hermes serve --isolated`
+        processes with HERMES_DESKTOP=1, each restarted delay[0]..delay[1] s after it dies, for as
+        long as the app runs (forever); returns its log (spawned / opened PID INODE / committed TEXT)."""
+        h = self.host(name)
+        d = self._scripts(h)
+        src = (HERE.parent / "repair" / "holder.py").read_text()
+        bin_dir = os.path.join(d, "bin")
+        os.makedirs(bin_dir, exist_ok=True)
+        self._own(h, bin_dir, 0o700)
+        exe = os.path.join(bin_dir, "hermes")
+        with open(exe, "w") as f:
+            f.write("#!%s/bin/python\n%s" % (self.venv, src))
+        self._own(h, exe, 0o700)
+        app = os.path.join(d, "desktop-app.py")
+        with open(app, "w") as f:
+            f.write(src)
+        self._own(h, app, 0o600)
+        log = os.path.join(d, "desktop-app.log")
+        self._spawn(h, "desktop-app", f"exec /usr/bin/python3 {app} app {exe} {h['db']} {log} --backends {backends} "
+                    f"--delay-min {delay[0]} --delay-max {delay[1]} --interval {interval}", "seed-desktop-app.log")
+        end = time.monotonic() + 120
+        while not (os.path.exists(log) and open(log).read().count("opened ") >= backends):
+            if time.monotonic() > end:
+                raise AssertionError(f"{name}: the desktop backends never opened state.db: "
+                                     f"{open(log).read()[-800:] if os.path.exists(log) else 'no log'}")
+            time.sleep(0.2)
+        return log
+
     def writer(self, name, interval=0.2, require_commit=True) -> str:
         """A Hermes writer (`hermes chat` by its command line) appending messages; returns its log path.
         require_commit: wait for its first committed message (a damaged store may refuse every write)."""

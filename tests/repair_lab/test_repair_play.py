@@ -93,7 +93,7 @@ def seed(seeder, name, case, holders, src, tmp_path):
     if "gateway" in holders:
         info["pids"]["gateway"] = seeder.gateway(name)
     if "desktop" in holders:
-        info["pids"]["desktop"] = seeder.desktop(name, respawns=2, delay=1.0)
+        info["app_log"] = seeder.desktop_app(name, backends=1, delay=(1.0, 3.0))  # respawns forever
     if "writer" in holders:
         info["writer_log"] = seeder.writer(name)
     if "sqlite3" in holders:
@@ -161,9 +161,10 @@ def test_fleet_repair_check_then_run_then_report_and_rollback(lab, seeder, std_s
         for f in ("repair-report.json", "snapshot-manifest.json", "verify.json", "writers-stop.json", "swap.json"):
             assert (results / doc["run_id"] / name / "hermes" / "default" / f).exists(), (name, f)
 
-    # the canary: the desktop backend's respawns were caught, the writer was stopped, not restarted
+    # the canary: the store was fenced against the desktop backend that keeps coming back, the
+    # writer was stopped, not restarted
     stop = by["stop every writer"]["lab01"][1]["results"][0]
-    assert len([r for r in stop["respawns"] if r["kind"] == "desktop-serve"]) >= 1, stop["respawns"]
+    assert stop["fence"] and stop["msg"].startswith("fenced "), stop["msg"]
     assert {s["kind"] for s in stop["stopped"]} >= {"gateway", "desktop-serve", "tui"}
 
     for name in UNTOUCHED:  # nothing stopped, nothing restarted
