@@ -198,11 +198,11 @@ def start_desktop(procs, db, respawns=2, delay=1.0):
     return p
 
 
-def install_desktop_double(bin_dir, venv=VENV):
+def install_desktop_double(bin_dir, venv=VENV, name="hermes"):
     """holder.py as a `hermes` console script of the venv (so /proc shows `python .../hermes serve ...`)."""
     bin_dir = Path(bin_dir)
     bin_dir.mkdir(parents=True, exist_ok=True)
-    exe = bin_dir / "hermes"
+    exe = bin_dir / name
     exe.write_text("#!%s\n%s" % (Path(venv) / "bin" / "python", HOLDER.read_text()))
     exe.chmod(0o755)
     return exe
@@ -231,14 +231,17 @@ class DesktopApp:
         return [tuple(int(v) for v in x.split()) for x in self.lines("opened")]
 
 
-def start_desktop_app(procs, db, backends=1, delay=(0.5, 3.0), interval=0.3, venv=VENV):
-    """The Desktop app double: `backends` `hermes serve --isolated` processes, each restarted
-    delay[0]..delay[1] s after it dies, for as long as the app runs; returns once one holds db."""
+def start_desktop_app(procs, db, backends=1, delay=(0.5, 3.0), interval=0.3, venv=VENV, name="hermes",
+                      primary=False):
+    """The Desktop app double: `backends` `hermes serve --isolated` processes (the first one the
+    primary `serve --host 127.0.0.1 --port 0` if primary), each restarted delay[0]..delay[1] s
+    after it dies, for as long as the app runs; returns once they hold db."""
     db = Path(db)
-    exe = install_desktop_double(db.parent.parent / "desktop-app-bin", venv)
+    exe = install_desktop_double(db.parent.parent / "desktop-app-bin", venv, name)
     log = db.parent.parent / "desktop-app.log"
     cmd = [sys.executable, str(HOLDER), "app", str(exe), str(db), str(log), "--backends", str(backends),
-           "--delay-min", str(delay[0]), "--delay-max", str(delay[1]), "--interval", str(interval)]
+           "--delay-min", str(delay[0]), "--delay-max", str(delay[1]), "--interval", str(interval)] + (
+               ["--primary"] if primary else [])
     p = procs.add(subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                    env=hermes_env(db.parent), start_new_session=True))
     app = DesktopApp(p, log)
@@ -246,7 +249,7 @@ def start_desktop_app(procs, db, backends=1, delay=(0.5, 3.0), interval=0.3, ven
     return app
 
 
-def start_logging_writer(procs, db, interval=0.1):
+def start_logging_writer(procs, db, interval=0.1, venv=VENV):
     """A real Hermes writer (`hermes chat` by its command line, hermes_state.SessionDB) that logs
     every message it committed; returns the log path once it committed one."""
     from tests.repair_lab.seed import WRITER_PY
@@ -254,8 +257,9 @@ def start_logging_writer(procs, db, interval=0.1):
     d = db.parent.parent
     script, log = d / "writer.py", d / "writer.log"
     script.write_text(WRITER_PY)
-    env = dict(hermes_env(db.parent), FLEETOPS_SEED_VENV=str(VENV))
-    procs.add(subprocess.Popen(["bash", "-c", 'exec -a "hermes chat" "$0" "$@"', str(VPY), str(script), str(db),
+    env = dict(hermes_env(db.parent), FLEETOPS_SEED_VENV=str(venv))
+    procs.add(subprocess.Popen(["bash", "-c", 'exec -a "hermes chat" "$0" "$@"', str(Path(venv) / "bin" / "python"),
+                                str(script), str(db),
                                 str(log), str(interval)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, env=env, start_new_session=True))
     wait_for(lambda: log.exists() and "committed" in log.read_text(), 120, "the writer's first commit")

@@ -12,6 +12,7 @@ message now and then, as a desktop session does; every message it committed is l
 (`committed <text>`), so a test can check that none was lost.
 
     app:     python3 holder.py app BIN DB LOG [--backends N] [--delay-min S] [--delay-max S] [--interval S]
+                                          [--primary]
     backend: BIN serve --isolated --host 127.0.0.1 --port 0    (env FLEETOPS_DOUBLE_DB, FLEETOPS_DOUBLE_LOG)
 
 The app runs until killed; the backends stay in its process group, so killing the group ends all.
@@ -61,8 +62,10 @@ def backend():
         time.sleep(interval)
 
 
-def _spawn(bin_path, env):
-    """Start one backend daemonised (its parent exits, so it is reparented like the real one); its PID."""
+def _spawn(bin_path, env, primary=False):
+    """Start one backend daemonised (its parent exits, so it is reparented like the real one); its PID.
+    The primary backend is `serve --host 127.0.0.1 --port 0`, the pool ones add `--isolated`."""
+    argv = [bin_path, "serve"] + ([] if primary else ["--isolated"]) + ["--host", "127.0.0.1", "--port", "0"]
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -73,7 +76,7 @@ def _spawn(bin_path, env):
                 os.write(w, str(child).encode())
                 os._exit(0)
             os.close(w)
-            os.execve(bin_path, [bin_path, "serve", "--isolated", "--host", "127.0.0.1", "--port", "0"], env)
+            os.execve(bin_path, argv, env)
         finally:
             os._exit(127)
     os.close(w)
@@ -102,6 +105,7 @@ def app(argv):
     ap.add_argument("--delay-min", type=float, default=0.5)
     ap.add_argument("--delay-max", type=float, default=3.0)
     ap.add_argument("--interval", type=float, default=0.3)
+    ap.add_argument("--primary", action="store_true", help="the first backend is the primary (no --isolated)")
     a = ap.parse_args(argv)
     env = dict(os.environ, HERMES_DESKTOP="1", FLEETOPS_DOUBLE_DB=a.db, FLEETOPS_DOUBLE_LOG=a.log,
                FLEETOPS_DOUBLE_INTERVAL=str(a.interval))
@@ -114,7 +118,7 @@ def app(argv):
                 s["pid"] = None
                 s["due"] = now + random.uniform(a.delay_min, a.delay_max)
             if s["pid"] is None and now >= s["due"]:
-                s["pid"] = _spawn(a.bin, env)
+                s["pid"] = _spawn(a.bin, env, primary=a.primary and s is slots[0])
                 log_line(a.log, "spawned %d" % s["pid"])
         time.sleep(0.05)
 

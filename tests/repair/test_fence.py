@@ -113,7 +113,7 @@ def seeded_home(tmp_path, std_image, case="fts_pages_overwritten"):
     return root
 
 
-def run_chain(root, a, before_swap=None):
+def run_chain(root, a, before_swap=None, hermes=HERMES):
     """stop, quarantine, repair, swap, start, verify: the payloads in the play's order."""
     out = {"stop": hermes_writers.main(dict(a, action="stop", **FAST))}
     assert not out["stop"]["failed"], out["stop"]["msg"]
@@ -130,7 +130,7 @@ def run_chain(root, a, before_swap=None):
     out["start"] = st = hermes_writers.main(dict(a, action="start", wait_timeout=180))
     assert not st["failed"], st["msg"]
     env = dict(build.HERMES_ENV)
-    out["verify"] = ver = hermes_verify.main(dict(a, expect_counts=rep["expect_counts"], hermes_bin=str(HERMES),
+    out["verify"] = ver = hermes_verify.main(dict(a, expect_counts=rep["expect_counts"], hermes_bin=str(hermes),
                                                   hermes_env=env))
     assert not ver["failed"], ver["msg"]
     return out
@@ -144,15 +144,22 @@ def test_repair_wins_against_backends_that_respawn_forever(tmp_path, std_image, 
     gw = start_gateway(procs, root)
     wlog = start_logging_writer(procs, db)
     app = start_desktop_app(procs, db, backends=backends, delay=delay)
-    a = args_for(root, run_id="run-fence")
+    out = run_chain(root, args_for(root, run_id="run-fence"), came_back_under_the_fence(db))
+    for pid in [s.get("pid") for s in out["start"].get("started", [])]:
+        procs.add_pid(pid)
+    assert_repair_won(db, out, app, wlog, gw)
 
-    def a_backend_came_back_under_the_fence(out):
+
+def came_back_under_the_fence(db):
+    """Before the swap: wait until the app brought a backend back (it waits at the fence)."""
+    def wait(out):
         gone = {s.get("pid") for s in out["stop"]["stopped"]}
         return wait_for(lambda: [h["pid"] for h in holders(db, "desktop-serve") if h["pid"] not in gone], 120,
                         "a backend respawned under the fence")
-    out = run_chain(root, a, a_backend_came_back_under_the_fence)
-    for pid in [s.get("pid") for s in out["start"].get("started", [])]:
-        procs.add_pid(pid)
+    return wait
+
+
+def assert_repair_won(db, out, app, wlog, gw):
     stop, sw = out["stop"], out["swap"]
 
     # the fence was up from the stop to the swap, and the swap lifted it
@@ -161,7 +168,7 @@ def test_repair_wins_against_backends_that_respawn_forever(tmp_path, std_image, 
     assert out["fenced_before_swap"]["pid"] == stop["fence"]["pid"]
     assert not sqlite_fence.alive(stop["fence"])
     assert sqlite_fence.lock_owner(str(db)) in {h["pid"] for h in holders(db)} | {0}  # Hermes' own locks only
-    assert hermes_fence.keepers(hermes_swap.fs.locate(a)) == []
+    assert hermes_fence.keepers(hermes_swap.fs.locate(args_for(db.parent))) == []
     # respawns reported with their PIDs: caught by the stop, found fenced by the swap, or stopped
     # after it because they held the old file; the app really did bring each of them back
     assert stop["respawn_count"] == len(stop["respawn_pids"])
@@ -205,6 +212,56 @@ def test_repair_wins_against_backends_that_respawn_forever(tmp_path, std_image, 
     new_gw = [h for h in holders(db, "gateway")]
     assert new_gw and new_gw[0]["pid"] != gw.pid
     assert out["verify"]["checks"]["hermes_sessions_stats"]["ok"]
+
+
+V020 = Path("/opt/fleetops-test/hermes-0.20.1-venv")
+BUILD_020 = r'''
+import sys
+from pathlib import Path
+from hermes_state import SessionDB
+db = SessionDB(db_path=Path(sys.argv[1]))
+for s in range(30):
+    sid = "s%03d" % s
+    db.create_session(sid, "cli", model="m", system_prompt="you are a test")
+    db.set_session_title(sid, "title %d" % s)
+    for m in range(60):
+        db.append_message(sid, "user" if m % 2 == 0 else "assistant",
+                          content="message %d of session %d about sqlite trigram indexes %s" % (m, s, "x" * m * 7))
+db.close()
+'''
+
+
+def test_hermes_020_delete_mode_desktop_backends_are_recognised_and_fenced_out(tmp_path, procs):
+    """Hermes 0.20.1 (hermesx, DELETE journal on this SQLite): its store built by its own code,
+    its real gateway, a primary `hermesx serve --host 127.0.0.1 --port 0` and a pool `--isolated`
+    backend with HERMES_DESKTOP=1, respawned forever. In DELETE mode an idle connection holds no
+    lock, so the fence is granted while backends still have the file open: they must be harmless."""
+    hermesx = V020 / "bin" / "hermesx"
+    if not hermesx.exists():
+        pytest.skip("no hermes 0.20.1 venv at %s (scripts/setup.sh builds it)" % V020)
+    src = tmp_path / "built" / "state.db"
+    src.parent.mkdir()
+    subprocess.run([str(V020 / "bin" / "python"), "-c", BUILD_020, str(src)], check=True, capture_output=True,
+                   env=hermes_env(src.parent), timeout=300)
+    root = tmp_path / "hermes"
+    damage.make("fts_pages_overwritten", src, root / "state.db")
+    db = root / "state.db"
+    c = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
+    assert c.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+    c.close()
+    gw = start_gateway(procs, root, hermes=hermesx)
+    wlog = start_logging_writer(procs, db, venv=V020)
+    app = start_desktop_app(procs, db, backends=2, delay=(0.5, 3.0), venv=V020, name="hermesx", primary=True)
+    kinds = {h["pid"]: (h["kind"], h["cmdline"][1:]) for h in holders(db)}
+    assert kinds[gw.pid][0] == "gateway" and kinds[gw.pid][1][0] == str(hermesx)
+    backends = [kinds[p] for p in app.spawned()]
+    assert sorted(b[1][1:] for b in backends) == [["serve", "--host", "127.0.0.1", "--port", "0"],
+                                                   ["serve", "--isolated", "--host", "127.0.0.1", "--port", "0"]]
+    assert all(b[0] == "desktop-serve" for b in backends)
+    out = run_chain(root, args_for(root, run_id="run-020"), came_back_under_the_fence(db), hermes=hermesx)
+    for pid in [s.get("pid") for s in out["start"].get("started", [])]:
+        procs.add_pid(pid)
+    assert_repair_won(db, out, app, wlog, gw)
 
 
 def test_no_swap_path_lifts_the_fence_and_backends_go_on_with_the_original(home, procs):
