@@ -9,7 +9,9 @@ files are identified by (st_dev, st_ino), so the next run can tell exactly which
 happened and finish the swap or undo it, never leaving it half done. Nothing is deleted or
 overwritten: a rename never lands on an existing path, and a rollback moves the current
 file aside before putting the quarantined original back (sha256 checked).
-All steps refuse while any process holds the database.
+All steps refuse while any process holds the database, except Hermes processes waiting at the
+fence (hermes_fence), which can neither read nor write it; after the moves the swap stops every
+process still holding the old inodes, then lifts the fence.
 
 Stdlib only, Python 3.8+; main(args) with args["action"] in quarantine / swap (default) /
 rollback / recover.

@@ -3,17 +3,19 @@
 Why so thorough (field report 02): the repair refused for hours because four processes held
 the file, one not managed by systemd at all; `systemctl stop` was not enough; and the
 desktop app respawned `hermes serve --isolated` a minute after it was killed, racing the
-swap. So: systemd user units first (killing a unit's PID just gets it restarted), then
-`hermes gateway stop` for a pid-file gateway, then the holder scan by inode, signalling
-every Hermes holder and repeating until nothing holds the file for a quiet window,
-catching respawns. A holder that is not Hermes (a sqlite3 shell, a backup tool) is not ours
+swap. So: systemd units first, and any holder found in a unit later, through the manager
+(killing a unit's PID just gets it restarted), then `hermes gateway stop` for a pid-file
+gateway, then the holder scan by inode, signalling every Hermes holder. Once everything that
+was running at the start is gone the store is fenced (hermes_fence: SQLite's own locks, held
+until the swap), while respawns are killed on sight: a backend the Desktop app keeps bringing
+back can then neither read nor write, so no quiet window is needed (fence: false waits for
+one instead). A holder that is not Hermes (a sqlite3 shell, a backup tool) is not ours
 to kill: refuse, naming it, with nothing stopped, unless force. What was running is recorded
 (~/.hermes/fleetops/state/<profile>-writers.json, written before anything is stopped) so
-start_writers can bring back exactly that, gateway first.
+start_writers can bring back exactly that, gateway first; start lifts a fence still up.
 
-Out of scope: the program that respawns a desktop backend (the Desktop app, over SSH). Its
-respawns are caught and stopped until the deadline; if it keeps respawning, the step fails
-and says to close the Desktop app. The recorded environment is the process's full
+Out of scope: the program that respawns a desktop backend (the Desktop app, over SSH); it is
+not restarted by us, it comes back by itself. The recorded environment is the process's full
 environment (the gateway may need API keys from it): the file is 0600 in a 0700 directory,
 and results only list the variable names.
 Stdlib only, Python 3.8+; main(args) with args["action"] = "stop" (default) or "start".
