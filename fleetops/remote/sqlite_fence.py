@@ -121,6 +121,8 @@ def connection_anchor(pid=None):
         p = _ppid(p)
         seen += 1
     parent = _ppid(me)
+    if not parent or parent <= 1 or start_time(parent) is None:
+        return None  # no anchor to watch: the keeper's time to live bounds it
     return {"pid": parent, "start_time": start_time(parent), "what": "parent process"}
 
 
