@@ -63,6 +63,9 @@ def _opts(args):
 
 # ---------------------------------------------------------------- facts about processes
 
+_environ = hermes_holders.environ
+
+
 def _cwd(pid):
     try:
         return os.readlink("/proc/%d/cwd" % pid)
@@ -455,6 +458,7 @@ def _converge(loc, opts, scan0, stopped, log, rec, plan):
     last_seen = start_t
     deadline = start_t + opts["deadline"]
     keeper = None
+    nameless = {}
     fence = hermes_fence.holding(loc) if opts["fence"] else None
     while True:
         exclude = hermes_fence.pids(loc) | (set([keeper.pid]) if keeper is not None and keeper.pid else set())
@@ -465,7 +469,12 @@ def _converge(loc, opts, scan0, stopped, log, rec, plan):
                 keeper.cancel()
             return {"ok": False, "respawns": respawns,
                     "reason": "holder scan became incomplete: %s" % scan.get("reason")}
-        holders = scan["holders"]
+        # a process that is exiting still has its files open but no command line any more: give
+        # it a moment before it counts as "not Hermes"
+        for h in scan["holders"]:
+            if not h.get("cmdline"):
+                nameless.setdefault(h["pid"], now)
+        holders = [h for h in scan["holders"] if h.get("cmdline") or now - nameless[h["pid"]] > 2.0]
         foreign = _foreign(holders)
         if foreign and not opts["force"]:
             if keeper is not None:
