@@ -765,7 +765,9 @@ def _parse_ini(b: _Builder, text: str, path: str) -> None:
             else:
                 declared.add(group)
             continue
-        if line.startswith("[") and line.endswith("]"):
+        first = line.split()[0]
+        if line.startswith("[") and (line.endswith("]") or first.count("[") != first.count("]")):
+            # a host line may start with a range ([a:f]web.example.org); an unclosed one is neither
             raise BadInput(f"invalid section header '{line}' (expected [group], [group:children] "
                            f"or [group:vars], without spaces)", where=where)
         if state == "hosts":

@@ -201,9 +201,13 @@ def test_hostile_variables_reach_the_host_as_data_never_as_shell(fleet, work):
   gather_facts: false
   tasks:
     - name: argv
-      command: {argv: [printf, "%s", "{{ item.v }}"]}
+      command: {argv: [printf, "%s", "{{ item.v }}"], expand_argument_vars: false}
       loop: "{{ evil }}"
       register: argv
+    - name: argv, $VARS and ~ expanded as ansible-core does (by Python, never a shell)
+      command: {argv: [printf, "%s", "{{ item.v }}"]}
+      loop: "{{ evil }}"
+      register: expanded
     - name: free form
       command: printf %s {{ item.v }}
       loop: "{{ evil }}"
@@ -232,6 +236,9 @@ def test_hostile_variables_reach_the_host_as_data_never_as_shell(fleet, work):
         that:
           - argv.results | map(attribute='stdout') | list == evil | map(attribute='v') | list
           - quoted.results | map(attribute='stdout') | list == evil | map(attribute='v') | list
+          - expanded.results[0].stdout == evil[0].v
+          - expanded.results[1].stdout == evil[1].v
+          - expanded.results[10].stdout.startswith(ansible_user_dir | default('/home/') )
 """)
     proc = fleetops("run", pb, "-i", inv, "--json", "--results", work / "runs", cwd=work)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr

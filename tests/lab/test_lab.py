@@ -70,7 +70,7 @@ def test_up_builds_hosts_users_keys_inventory(lab):
         for line in ("PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
                      f"AllowUsers {h['user']}", "Subsystem sftp internal-sftp",
                      "SetEnv HERMES_DISABLE_LAZY_INSTALLS=1 TIRITH_ENABLED=0 "
-                     "HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9"):
+                     "HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 HERMES_STATE_DB_GUARD_BYPASS=1"):
             assert line in cfg.splitlines()
     state = json.loads(_read(lab.json_path))
     assert [h["pid"] for h in state["hosts"]] == [h["pid"] for h in hosts]
