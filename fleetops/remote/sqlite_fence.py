@@ -231,7 +231,11 @@ class Keeper(object):
         for words in lines:
             if words[:1] == ["pid"]:
                 self.pid = int(words[1])
-                self.start = int(words[2]) if words[2:3] and words[2].isdigit() else None
+                # read here, as every later check reads it: a process's view of its own
+                # /proc/self/stat can differ (qemu-user synthesises it for an emulated keeper)
+                self.start = start_time(self.pid)
+                if self.start is None and words[2:3] and words[2].isdigit():
+                    self.start = int(words[2])
             elif words[:1] == ["locked"]:
                 self.info = {"pid": self.pid, "start_time": self.start, "path": self.path,
                              "dev": int(words[1]), "ino": int(words[2]), "since": time.time()}
