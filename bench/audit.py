@@ -44,7 +44,7 @@ def standalone_probe(path: str) -> None:
     """One Python file that runs the audit payload exactly as fleetops ships it, minus SSH stdin."""
     from fleetops.engine.payload import BOOTSTRAP, bundle_sources, encode_input
 
-    line = encode_input(bundle_sources("hermes_audit"), "fleetops.remote.hermes_audit", {}).strip()
+    line = encode_input(bundle_sources("hermes_audit"), "fleetops.remote.hermes.audit", {}).strip()
     code = BOOTSTRAP.replace("@MARKER@", repr("--fleetops-bench--")).replace(
         "sys.stdin.buffer.readline()", repr(line))
     with open(path, "w") as f:

@@ -39,7 +39,7 @@ AUDIT_TASKS = (("check the hermes user and home", "assert"), ("audit every profi
 
 def audit_templates(work: str) -> dict:
     """{case: the real hermes_audit payload result on that corpus store}."""
-    from fleetops.remote import hermes_audit
+    from fleetops.remote.hermes import audit as hermes_audit
     from tests.corpus import build, damage
 
     src = os.path.join(work, "std", "state.db")

@@ -49,7 +49,8 @@ def _merged_remote(extra_dir: str) -> str:
     out = tempfile.mkdtemp(prefix="fleetops-test-payloads-")
     for d in (payload.REMOTE_DIR, extra_dir):
         for name in os.listdir(d):
-            if name.endswith(".py") and not os.path.exists(os.path.join(out, name)):
+            is_pkg = os.path.isfile(os.path.join(d, name, "__init__.py"))
+            if (name.endswith(".py") or is_pkg) and not os.path.exists(os.path.join(out, name)):
                 os.symlink(os.path.join(d, name), os.path.join(out, name))
     return out
 
@@ -75,7 +76,7 @@ def main(argv: list) -> None:
         mods = real(module, root)
         if cut is not None and module == "hermes_swap":
             mods = dict(mods)
-            mods["fleetops.remote.hermes_swap"] += swap_cut_source(cut)
+            mods["fleetops.remote.hermes.swap"] += swap_cut_source(cut)
         return mods
     payload.bundle_sources = bundle
     sys.argv = ["fleetops", *argv]

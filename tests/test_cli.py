@@ -375,7 +375,7 @@ def test_copy_out_a_bundled_playbook_never_overwrites(tmp_path):
                 "files/hermes_backup.py"):
         f = tmp_path / rel
         assert f.is_file() and not f.is_symlink(), rel
-    assert (tmp_path / "files/hermes_backup.py").read_bytes() == (ROOT / "fleetops/remote/hermes_backup.py").read_bytes()
+    assert (tmp_path / "files/hermes_backup.py").read_bytes() == (ROOT / "fleetops/remote/hermes/backup.py").read_bytes()
     before = (tmp_path / "backup-units.yml").read_bytes()
     proc = fleetops("playbooks", "--copy", "backup-units", tmp_path, cwd=tmp_path)
     assert proc.returncode == 4 and "overwrite" in one_error_line(proc)

@@ -40,7 +40,7 @@ PY37 = _interpreter("FLEETOPS_TOO_OLD_PYTHON", "3.7")
 
 
 def test_every_remote_module_and_the_bootstrap_parse_as_python38():
-    files = sorted(REMOTE.glob("*.py"))
+    files = sorted(REMOTE.rglob("*.py"))
     assert len(files) > 15
     for f in files:
         src = f.read_text()
@@ -70,7 +70,7 @@ def test_payloads_really_run_under_python38(tmp_path):
     assert [d["verdict"] for d in r["databases"]] == ["healthy"], r["databases"]
 
     out = tmp_path / "salvaged.db"
-    r = run_payload(t, "salvage", {"source": str(home / "state.db"), "output": str(out)})
+    r = run_payload(t, "sqlite.salvage", {"source": str(home / "state.db"), "output": str(out)})
     assert r["failed"] is False and r["report"]["verdict"] == "complete", r.get("msg")
     assert out.exists()
 

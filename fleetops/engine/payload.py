@@ -1,4 +1,4 @@
-"""Run a host-side payload (fleetops/remote/<name>.py) in one SSH round trip.
+"""Run a host-side payload (a module under fleetops/remote/) in one SSH round trip.
 
 The payload and every `fleetops.remote.*` module it imports travel as one
 compressed line on stdin; a short bootstrap, passed with `python3 -I -S -c`
@@ -22,6 +22,7 @@ import uuid
 import zlib
 
 import fleetops.remote
+from fleetops.remote import PAYLOADS
 from fleetops.engine.ssh import become_failure, become_wrap
 
 REMOTE_PKG = "fleetops.remote"
@@ -86,7 +87,11 @@ import marshal, zlib, binascii, importlib
 from importlib.machinery import ModuleSpec
 D = marshal.loads(zlib.decompress(binascii.a2b_base64(sys.stdin.buffer.readline())))
 S = D["modules"]
-P = ("fleetops", "fleetops.remote")
+P = set()
+for n in S:   # every package that holds a shipped module
+    while "." in n:
+        n = n.rpartition(".")[0]
+        P.add(n)
 # A duck-typed finder/loader: importlib.abc would pull in typing (~50 ms per call on a host).
 class L(object):
     def find_spec(self, name, path=None, target=None):
@@ -124,30 +129,60 @@ _cache_lock = threading.Lock()
 _build_lock = threading.Lock()
 
 
-def _referenced(source: str, filename: str) -> set[str]:
-    """Names of sibling modules a fleetops.remote module imports (absolute or relative)."""
+def _referenced(source: str, filename: str, name: str, is_pkg: bool) -> set[str]:
+    """Dotted names (relative to fleetops.remote) that module `name` may import from the
+    package, absolute or relative; a name that is not a module is skipped by the caller."""
+    pkg = name if is_pkg else name.rpartition(".")[0]
     found = set()
     for node in ast.walk(ast.parse(source, filename)):
         if isinstance(node, ast.Import):
-            for a in node.names:
-                if a.name.startswith(REMOTE_PKG + "."):
-                    found.add(a.name.split(".")[2])
+            found.update(a.name[len(REMOTE_PKG) + 1:] for a in node.names if a.name.startswith(REMOTE_PKG + "."))
         elif isinstance(node, ast.ImportFrom):
-            mod = node.module or ""
-            if (node.level == 0 and mod == REMOTE_PKG) or (node.level == 1 and not mod):
-                found.update(a.name for a in node.names)
-            elif node.level == 0 and mod.startswith(REMOTE_PKG + "."):
-                found.add(mod.split(".")[2])
-            elif node.level == 1:
-                found.add(mod.split(".")[0])
+            if node.level == 0:
+                mod = node.module or ""
+                if mod != REMOTE_PKG and not mod.startswith(REMOTE_PKG + "."):
+                    continue
+                base = mod[len(REMOTE_PKG) + 1:]
+            else:
+                parts = pkg.split(".") if pkg else []
+                if node.level - 1 > len(parts):
+                    continue
+                parts = parts[:len(parts) - (node.level - 1)]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            if base:
+                found.add(base)
+            found.update(f"{base}.{a.name}" if base else a.name for a in node.names if a.name != "*")
     return found
 
 
+def _locate(root: str, name: str) -> tuple[str | None, bool]:
+    """(file, is a package) of dotted `name` under root, or (None, False)."""
+    base = os.path.join(root, *name.split("."))
+    if os.path.isfile(base + ".py"):
+        return base + ".py", False
+    init = os.path.join(base, "__init__.py")
+    if os.path.isfile(init):
+        return init, True
+    return None, False
+
+
+def resolve(name: str, root: str = REMOTE_DIR) -> str | None:
+    """The dotted path (relative to fleetops.remote) of a payload given by its registered name
+    (fleetops.remote.PAYLOADS) or its dotted path; None if there is no such module."""
+    dotted = PAYLOADS.get(name, name) if isinstance(name, str) else ""
+    if not all(_NAME.match(p) for p in dotted.split(".")):
+        return None
+    return dotted if _locate(root, dotted)[0] else None
+
+
 def bundle_sources(module: str, root: str = REMOTE_DIR) -> dict[str, str]:
-    """{dotted name: source} for `module` and every fleetops.remote module it imports (transitively)."""
-    if not _NAME.match(module or ""):
+    """{dotted name: source} for payload `module` (a registered name or a dotted path under
+    fleetops.remote), every fleetops.remote module it imports (transitively) and the packages
+    that hold them."""
+    rel = PAYLOADS.get(module, module) if isinstance(module, str) else ""
+    if not all(_NAME.match(p) for p in rel.split(".")):
         raise ValueError(f"bad payload name {module!r}")
-    key = (root, module)
+    key = (root, rel)
     with _cache_lock:
         hit = _cache.get(key)
     if hit is not None:
@@ -155,7 +190,7 @@ def bundle_sources(module: str, root: str = REMOTE_DIR) -> dict[str, str]:
         if all(_stamp(path) == st for path, st in stamp):
             return mods
     with _build_lock:
-        return _build(module, root, key)
+        return _build(rel, root, key)
 
 
 def _build(module: str, root: str, key: tuple) -> dict[str, str]:
@@ -167,16 +202,18 @@ def _build(module: str, root: str, key: tuple) -> dict[str, str]:
         dotted = f"{REMOTE_PKG}.{name}"
         if dotted in mods:
             continue
-        path = os.path.join(root, name + ".py")
-        if not os.path.isfile(path):
+        path, is_pkg = _locate(root, name)
+        if path is None:
             if name == module:
-                raise FileNotFoundError(f"no payload named {module!r} ({path})")
-            continue                    # `from fleetops.remote import x` where x is not a module
+                raise FileNotFoundError(f"no payload named {module!r} ({os.path.join(root, *name.split('.'))}.py)")
+            continue                    # `from fleetops.remote.x import y` where y is not a module
         with open(path, encoding="utf-8") as f:
             src = f.read()
         stamp.append((path, _stamp(path)))
         mods[dotted] = src
-        todo.extend(n for n in _referenced(src, path) if _NAME.match(n))
+        if "." in name:
+            todo.append(name.rpartition(".")[0])     # its package runs first on import
+        todo.extend(n for n in _referenced(src, path, name, is_pkg) if all(_NAME.match(p) for p in n.split(".")))
     init = os.path.join(root, "__init__.py")
     if os.path.isfile(init):
         with open(init, encoding="utf-8") as f:
@@ -236,7 +273,8 @@ def _failed(msg: str, **extra) -> dict:
 
 def run_payload(transport, module: str, args: dict, python: str | None = None,
                 become_user: str | None = None, timeout: float | None = None) -> dict:
-    """Run fleetops/remote/<module>.py's main(args) on the transport's host; returns its result.
+    """Run payload `module`'s main(args) (a registered name or a dotted path under
+    fleetops.remote) on the transport's host; returns its result.
 
     Payload errors come back as failed results; only a lost connection raises (Unreachable).
     """
@@ -244,19 +282,20 @@ def run_payload(transport, module: str, args: dict, python: str | None = None,
         modules = bundle_sources(module)
     except (OSError, ValueError, SyntaxError) as e:
         return _failed(f"cannot bundle payload {module}: {e}", payload_seconds=0.0)
-    return run_modules(transport, modules, f"{REMOTE_PKG}.{module}", args, python=python,
-                       become_user=become_user, timeout=timeout)
+    return run_modules(transport, modules, f"{REMOTE_PKG}.{PAYLOADS.get(module, module)}", args, python=python,
+                       become_user=become_user, timeout=timeout, label=module)
 
 
 def run_modules(transport, modules: dict, entry: str, args: dict, python: str | None = None,
-                become_user: str | None = None, timeout: float | None = None) -> dict:
-    """Lower level of run_payload: ship an explicit {dotted name: source} bundle."""
+                become_user: str | None = None, timeout: float | None = None, label: str | None = None) -> dict:
+    """Lower level of run_payload: ship an explicit {dotted name: source} bundle; `label` names
+    the payload in messages (default: the entry module's last name)."""
     params = getattr(transport, "params", None)
     if python is None:
         python = getattr(params, "python", None)
     if timeout is None:
         timeout = getattr(params, "command_timeout", None)
-    label = entry.rsplit(".", 1)[-1]
+    label = label or entry.rsplit(".", 1)[-1]
     marker = f"--fleetops-result-{uuid.uuid4().hex}--"
     try:
         stdin = encode_input(modules, entry, args)

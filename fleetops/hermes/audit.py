@@ -133,7 +133,7 @@ def _fmt_errors(by_obj: dict, limit: int = 4) -> str:
 def _holders_text(h: dict | None) -> str:
     if h is None:
         return "not scanned"
-    from fleetops.remote.hermes_holders import summary
+    from fleetops.remote.hermes.holders import summary
     return summary(h)
 
 
@@ -186,7 +186,7 @@ def persistence_row(ev: dict | None) -> dict | None:
     """The persistence evidence a fleet row carries: counts and times, not the whole record."""
     if not ev:
         return None
-    from fleetops.remote.hermes_persistence import WRITE_KINDS, summary
+    from fleetops.remote.hermes.persistence import WRITE_KINDS, summary
     kinds = (ev.get("logs") or {}).get("kinds") or {}
     errs = {k: {f: v.get(f) for f in ("count", "last_hour", "first", "last", "sample")}
             for k, v in kinds.items() if k in WRITE_KINDS}
@@ -212,7 +212,7 @@ def persistence_row(ev: dict | None) -> dict | None:
 
 def severity(verdict: str) -> int:
     # imported here: every `fleetops run` loads this module (the registry), few need the payload
-    from fleetops.remote.hermes_audit import SEVERITY
+    from fleetops.remote.hermes.audit import SEVERITY
     return HOST_SEVERITY.get(verdict, SEVERITY.get(verdict, 6))
 
 

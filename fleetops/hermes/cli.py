@@ -78,7 +78,7 @@ def audit(args) -> int:
 def inspect(args) -> int:
     """The same checks on one local file, by importing the host payload directly."""
     from fleetops.hermes.audit import print_fleet, rows_from
-    from fleetops.remote import hermes_audit
+    from fleetops.remote.hermes import audit as hermes_audit
 
     res = hermes_audit.main({"db_path": args.path, "deep": bool(args.deep), "services": False})
     if res.get("failed"):

@@ -1,6 +1,6 @@
 """`fleetops salvage SOURCE OUTPUT`: run the salvage engine locally and show what it did.
 
-Why a separate file: the engine (fleetops.remote.salvage) is a stdlib-only host payload;
+Why a separate file: the engine (fleetops.remote.sqlite.salvage) is a stdlib-only host payload;
 the terminal view (rich) and exit codes belong to the controller.
 Exit codes: 0 complete, 2 partial or failed, 4 bad input (nothing written).
 """
@@ -20,7 +20,7 @@ def _get(args, name, default=None):
 
 def salvage(args) -> int:
     """Run salvage from parsed CLI arguments (argparse Namespace or dict); returns the exit code."""
-    from fleetops.remote import salvage as engine   # heavy; only `fleetops salvage` needs it
+    from fleetops.remote.sqlite import salvage as engine  # heavy; only `fleetops salvage` needs it
     try:
         report = engine.salvage(
             _get(args, "source"), _get(args, "output"),

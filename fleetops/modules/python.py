@@ -1,17 +1,16 @@
-"""`python`: run one host-side payload from fleetops/remote/ and return its result.
+"""`python`: run one host-side payload from fleetops/remote/ (by its registered name or dotted
+path) and return its result.
 
 This is how a playbook reaches any stdlib-only host capability (SQLite
 versions, Hermes state) in one round trip without writing a module.
 """
 from __future__ import annotations
 
-import os
-import re
-
+from fleetops.engine import payload
 from fleetops.errors import BadInput
 from fleetops.modules.base import Arg, Module, TaskContext, result
 
-REMOTE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "remote")
+REMOTE_DIR = payload.REMOTE_DIR
 
 
 class Python(Module):
@@ -33,7 +32,7 @@ class Python(Module):
         name = str(args["payload"])
         if name.endswith(".py"):
             name = name[:-3]
-        if not re.fullmatch(r"[a-z_][a-z0-9_]*", name) or not os.path.isfile(os.path.join(REMOTE_DIR, name + ".py")):
+        if not payload.resolve(name, REMOTE_DIR):
             return result(failed=True, msg=f"no payload {name!r} in fleetops/remote/")
         pargs = dict(args.get("args") or {})
         reserved = sorted(k for k in pargs if isinstance(k, str) and k.startswith("_"))

@@ -1,6 +1,28 @@
-"""Host-side payloads: stdlib-only Python 3.8+ files run by the host's python3.
+"""Host-side code: stdlib-only Python 3.8+ run by the host's python3.
 
-The bundler in fleetops/engine/payload.py ships a payload and the
-`fleetops.remote.*` modules it imports over SSH stdin; nothing is installed on
-the host. Keep this file import-free: it is shipped as the package itself.
+`host/` holds generic host helpers and payloads, `sqlite/` SQLite's file format, salvage and
+locks, `hermes/` everything that knows Hermes. The bundler in fleetops/engine/payload.py ships
+a payload and the `fleetops.remote.*` modules it imports over SSH stdin; nothing is installed
+on the host. Keep this file import-free: it is shipped as the package itself.
+
+PAYLOADS names each payload a module runs (the module's own name) after the dotted path of its
+entry file; a payload can also be addressed by that path.
 """
+
+PAYLOADS = {
+    "facts": "host.facts",
+    "ping": "host.ping",
+    "files": "host.files",
+    "wait_for": "host.wait_for",
+    "crontab": "host.cron",
+    "systemd_user": "host.systemd_user",
+    "hostlock": "host.hostlock",
+    "sqlite_version": "sqlite.version",
+    "hermes_audit": "hermes.audit",
+    "hermes_backup": "hermes.backup",
+    "hermes_snapshot": "hermes.snapshot",
+    "hermes_writers": "hermes.writers",
+    "hermes_swap": "hermes.swap",
+    "hermes_repair": "hermes.repair",
+    "hermes_verify": "hermes.verify",
+}

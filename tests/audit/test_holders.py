@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from fleetops.remote import hermes_audit, hermes_holders
+from fleetops.remote.hermes import audit as hermes_audit
+from fleetops.remote.hermes import holders as hermes_holders
 from tests.corpus import build
 
 VENV = "/opt/fleetops-test/hermes-venv"
@@ -133,7 +134,7 @@ def test_holders_unknown_when_processes_cannot_be_inspected(tmp_path):
     db = tmp_path / "state.db"
     sqlite3.connect(db).close()
     os.chmod(tmp_path, 0o755)
-    code = ("import json, sys; sys.path.insert(0, sys.argv[2]); from fleetops.remote import hermes_holders;"
+    code = ("import json, sys; sys.path.insert(0, sys.argv[2]); from fleetops.remote.hermes import holders as hermes_holders;"
             "print(json.dumps(hermes_holders.scan(sys.argv[1])))")
     p = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, "-c",
                         code, str(db), os.path.dirname(os.path.dirname(os.path.dirname(__file__)))],

@@ -7,7 +7,8 @@ import sqlite3
 import pytest
 
 from fleetops.hermes.audit import rows_from
-from fleetops.remote import hermes_audit, hermes_journal
+from fleetops.remote.hermes import audit as hermes_audit
+from fleetops.remote.hermes import journal as hermes_journal
 from tests import hermes_matrix
 from tests.corpus import build
 

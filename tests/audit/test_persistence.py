@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from fleetops.remote import hermes_audit, hermes_persistence as hp
+from fleetops.remote.hermes import audit as hermes_audit
+from fleetops.remote.hermes import persistence as hp
 from tests.corpus import build
 
 # field report 02 (Hermes v0.21.1), quoted as the post shows them

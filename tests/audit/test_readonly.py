@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from fleetops.remote import hermes_audit
+from fleetops.remote.hermes import audit as hermes_audit
 from tests.corpus import build
 
 VENV_PY = "/opt/fleetops-test/hermes-venv/bin/python"

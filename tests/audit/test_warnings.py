@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from fleetops.remote import hermes_audit, hermes_backup
+from fleetops.remote.hermes import audit as hermes_audit
+from fleetops.remote.hermes import backup as hermes_backup
 from tests.corpus import build
 
 

@@ -12,8 +12,8 @@ import textwrap
 import time
 
 
-from fleetops.remote import hermes_audit
-from fleetops.remote import hermes_backup as hb
+from fleetops.remote.hermes import audit as hermes_audit
+from fleetops.remote.hermes import backup as hb
 from tests.backup.conftest import backups_in, counts, integrity, manifest_of, run_job
 from tests.corpus import build, damage
 
@@ -298,7 +298,7 @@ def test_a_name_retention_removed_is_never_given_to_a_newer_backup(tmp_path):
     """Several runs in one second: state-X.db was pruned, state-X-1.db (the newest) stays; the
     next backup is state-X-2, never a second, different state-X.db."""
     import datetime
-    from fleetops.remote import hermes_backup as hb
+    from fleetops.remote.hermes import backup as hb
     now = datetime.datetime(2026, 12, 1, 10, 0, 0, tzinfo=datetime.timezone.utc)
     assert hb.unique_names(str(tmp_path), now) == "state-20261201T100000Z"
     for ext in (".db", ".json"):

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from fleetops.engine.ssh import SSHTransport
-from fleetops.remote import hermes_backup as hb
+from fleetops.remote.hermes import backup as hb
 from tests.backup.conftest import ROOT, SCRIPT, backups_in, counts, integrity, manifest_of
 from tests.corpus import build
 

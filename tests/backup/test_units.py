@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from fleetops.engine.templating import Templar
-from fleetops.remote import hermes_backup as hb
+from fleetops.remote.hermes import backup as hb
 from tests.backup.conftest import ROOT, SCRIPT, backups_in, integrity, manifest_of
 
 PLAYBOOK = ROOT / "playbooks" / "backup-units.yml"

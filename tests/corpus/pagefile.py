@@ -2,7 +2,7 @@
 
 Why this exists: the corpus must damage databases at the byte level and state exactly
 which rows sit on which pages, without trusting the code under test
-(fleetops.remote.sqlite_format). So this is a second, deliberately small implementation
+(fleetops.remote.sqlite.fileformat). So this is a second, deliberately small implementation
 written from https://www.sqlite.org/fileformat2.html. Stdlib only.
 """
 from __future__ import annotations

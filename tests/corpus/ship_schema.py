@@ -1,10 +1,10 @@
-"""Write fleetops/remote/hermes_schema_<N>.py: the schema the real hermes-agent SessionDB
+"""Write fleetops/remote/hermes/schema_<N>.py: the schema the real hermes-agent SessionDB
 creates, shipped with fleetops as the fallback DDL for stores that lost theirs.
 
 Why generated: the fallback must be exactly what a host's own Hermes would create, so it is
 read from the real package (its venv), never typed in. Run it under the fleetops venv:
 ``python -m tests.corpus.ship_schema`` (the venv in FLEETOPS_HERMES_VENV, default the 0.19.0
-one); then add the new module to fleetops/remote/hermes_schemas.py's KNOWN.
+one); then add the new module to fleetops/remote/hermes/schemas.py's KNOWN.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def module_source(meta: dict) -> str:
 
 def main() -> None:
     meta = generated()
-    path = REMOTE / f"hermes_schema_{meta['schema_version']}.py"
+    path = REMOTE / "hermes" / f"schema_{meta['schema_version']}.py"
     path.write_text(module_source(meta))
     print(path)
 

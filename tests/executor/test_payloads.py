@@ -6,7 +6,8 @@ import os
 import socket
 import stat
 
-from fleetops.remote import files, wait_for
+from fleetops.remote.host import files
+from fleetops.remote.host import wait_for
 
 
 def b64(data: bytes) -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetops.remote import hermes_holders
+from fleetops.remote.hermes import holders as hermes_holders
 from tests.corpus import damage
 from tests.faults.conftest import (ROOT, by_task, fleetops, process_tree, report_json, start_fleetops, wait_for,
                                    write_inventory)

@@ -11,7 +11,7 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHILD = ("import sys, time; sys.path.insert(0, sys.argv[1]);"
-         "from fleetops.remote import hermes_snapshot as s;"
+         "from fleetops.remote.hermes import snapshot as s;"
          "armed = s.exit_with_connection(interval=0.05);"
          "print('armed' if armed else 'not armed', flush=True); time.sleep(60)")
 

@@ -129,7 +129,7 @@ def test_audit_repair_backup_and_report_from_the_wheel(lab, seeder, installed, s
     home = seeder.host(healthy)["home"]
     job = Path(home, ".local/lib/fleetops/hermes_backup.py")
     packaged = installed.venv.glob("lib/python*/site-packages/fleetops/playbooks/files/hermes_backup.py")
-    assert _sha(job) == _sha(next(packaged)) == _sha(ROOT / "fleetops/remote/hermes_backup.py")
+    assert _sha(job) == _sha(next(packaged)) == _sha(ROOT / "fleetops/remote/hermes/backup.py")
     assert list(Path(home, ".hermes/fleetops/backups").glob("state-*.db"))
     installed("run", "backup-units", "-i", lab.inventory_path, "-l", healthy, "--results", results,
               "-e", "backup_state=absent", "-e", "run_now=false")

@@ -123,7 +123,7 @@ def images(tmp_path_factory):
     # the damage is what the tests say it is: every message is cut off from the messages b-tree
     assert structural.extra["was_root"] and structural.unreachable["messages"] == structural.expected_rows["messages"]
     # the same salvage on the controller (x86-64, this Python and SQLite): the hosts must agree with it
-    from fleetops.remote import salvage
+    from fleetops.remote.sqlite import salvage
     ref = salvage.main({"source": structural.path, "output": str(d / "reference.db")})
     assert not ref["failed"], ref["msg"]
     return {"healthy": str(healthy), "live": str(live), "structural": structural, "fts": fts,
@@ -366,7 +366,7 @@ def test_audit_degrades_without_trigram(images, tmp_path, monkeypatch):
     """A host SQLite without the trigram tokenizer (< 3.34: older than any lab host) cannot be
     exercised for real, so the payload's own probe is replaced: the audit must still run, check
     the unicode61 FTS table, and say plainly that the trigram one was not checked (no crash)."""
-    from fleetops.remote import hermes_audit
+    from fleetops.remote.hermes import audit as hermes_audit
 
     home = tmp_path / "hermes"
     build.copy_image(Path(images["healthy"]), home / "state.db")

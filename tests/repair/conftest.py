@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from fleetops.remote import hermes_holders, sqlite_fence
+from fleetops.remote.hermes import holders as hermes_holders
+from fleetops.remote.sqlite import fence as sqlite_fence
 from tests.corpus import build
 
 REPO = Path(__file__).resolve().parents[2]
@@ -306,10 +307,10 @@ def args_for(root, **kw):
 
 
 def run_payload_subprocess(module, args, user=None, timeout=600, inject=""):
-    """main(args) of fleetops.remote.<module> in a fresh python3 (optionally as another user);
+    """main(args) of fleetops.remote.<module> (a dotted path) in a fresh python3 (optionally as another user);
     `inject` is test source run in the module's namespace first (tests/fault_injection.py)."""
     import json
-    code = ("import json,sys; from fleetops.remote import %s as m; exec(sys.argv[2], m.__dict__); "
+    code = ("import importlib,json,sys; m = importlib.import_module('fleetops.remote.%s'); exec(sys.argv[2], m.__dict__); "
             "r = m.main(json.loads(sys.argv[1])); print('RESULT ' + json.dumps(r, default=repr))" % module)
     cmd = [sys.executable, "-c", code, json.dumps(args), inject]
     if user:

@@ -17,8 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from fleetops.remote import (hermes_fence, hermes_holders, hermes_repair, hermes_swap, hermes_verify,
-                             hermes_writers, sqlite_fence)
+from fleetops.remote.hermes import fence as hermes_fence
+from fleetops.remote.hermes import holders as hermes_holders
+from fleetops.remote.hermes import repair as hermes_repair
+from fleetops.remote.hermes import swap as hermes_swap
+from fleetops.remote.hermes import verify as hermes_verify
+from fleetops.remote.hermes import writers as hermes_writers
+from fleetops.remote.sqlite import fence as sqlite_fence
 from tests.corpus import build, damage
 
 from .conftest import (HERMES, VPY, args_for, hermes_env, holders, start_desktop_app, start_gateway,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from fleetops.remote import hermes_holders, hermes_writers
+from fleetops.remote.hermes import holders as hermes_holders
+from fleetops.remote.hermes import writers as hermes_writers
 
 V = "/opt/fleetops-test/hermes-0.20.1-venv/bin"
 

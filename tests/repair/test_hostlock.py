@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fleetops.remote import hermes_snapshot, hostlock
+from fleetops.remote.hermes import snapshot as hermes_snapshot
+from fleetops.remote.host import hostlock
 
 from .conftest import REPO, wait_for
 
@@ -26,7 +27,7 @@ def test_payload_sources_parse_as_python38():
 
 def _holder_process(path):
     """Another process holding the flock until its stdin closes."""
-    code = ("import sys; from fleetops.remote import hostlock; "
+    code = ("import sys; from fleetops.remote.host import hostlock; "
             "lk = hostlock.acquire(sys.argv[1], purpose='test holder'); print('held', flush=True); "
             "sys.stdin.read(); lk.release()")
     p = subprocess.Popen([sys.executable, "-c", code, path], cwd=str(REPO), stdin=subprocess.PIPE,

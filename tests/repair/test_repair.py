@@ -9,9 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from fleetops.remote import (hermes_holders, hermes_repair, hermes_snapshot, hermes_swap, hermes_verify,
-                             hermes_writers)
-from fleetops.remote import salvage as salvage_mod
+from fleetops.remote.hermes import holders as hermes_holders
+from fleetops.remote.hermes import repair as hermes_repair
+from fleetops.remote.hermes import snapshot as hermes_snapshot
+from fleetops.remote.hermes import swap as hermes_swap
+from fleetops.remote.hermes import verify as hermes_verify
+from fleetops.remote.hermes import writers as hermes_writers
+from fleetops.remote.sqlite import salvage as salvage_mod
 from tests import hermes_matrix
 from tests.corpus import build, damage
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetops.remote import hermes_snapshot
+from fleetops.remote.hermes import snapshot as hermes_snapshot
 
 from .conftest import args_for, holders, start_writer
 

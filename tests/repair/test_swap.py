@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fleetops.remote import hermes_swap, hermes_writers
+from fleetops.remote.hermes import swap as hermes_swap
+from fleetops.remote.hermes import writers as hermes_writers
 from tests.corpus import build
 from tests.fault_injection import SWAP_INTERRUPT_EXIT, swap_cut_source
 
@@ -177,7 +178,7 @@ def test_interrupted_swap_is_finished_or_rolled_back(wal_home, tmp_path, k, pref
     qdir, _ = quarantine(wal_home)
     new = make_new_db(tmp_path, db)
     new_sha = sha(new)
-    rc, res, err = run_payload_subprocess("hermes_swap", args_for(
+    rc, res, err = run_payload_subprocess("hermes.swap", args_for(
         wal_home, new_db=str(new), quarantine_dir=qdir, expect_sha256=new_sha), inject=swap_cut_source(k))
     assert rc == SWAP_INTERRUPT_EXIT and res is None, err  # killed mid-swap, no answer
     j = json.loads((wal_home / "fleetops" / "state" / "swap-journal.json").read_text())
@@ -216,7 +217,7 @@ def test_interrupted_swap_resolved_by_the_next_quarantine(wal_home, tmp_path):
     qdir, _ = quarantine(wal_home)
     new = make_new_db(tmp_path, db)
     new_sha = sha(new)
-    rc, _, err = run_payload_subprocess("hermes_swap", args_for(
+    rc, _, err = run_payload_subprocess("hermes.swap", args_for(
         wal_home, new_db=str(new), quarantine_dir=qdir), inject=swap_cut_source(2))
     assert rc == SWAP_INTERRUPT_EXIT, err
     assert os.path.exists(db) and not os.path.exists(str(db) + "-wal")  # wal and shm moved, db not yet

@@ -4,7 +4,8 @@ import hashlib
 import os
 import sqlite3
 
-from fleetops.remote import hermes_snapshot, hermes_swap
+from fleetops.remote.hermes import snapshot as hermes_snapshot
+from fleetops.remote.hermes import swap as hermes_swap
 
 
 def _sha(p):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetops.remote import hermes_verify
+from fleetops.remote.hermes import verify as hermes_verify
 from tests import hermes_matrix
 from tests.corpus import build, damage
 

@@ -6,7 +6,9 @@ import json
 import os
 import stat
 
-from fleetops.remote import hermes_holders, hermes_writers, sqlite_fence
+from fleetops.remote.hermes import holders as hermes_holders
+from fleetops.remote.hermes import writers as hermes_writers
+from fleetops.remote.sqlite import fence as sqlite_fence
 
 from .conftest import HERMES, args_for, holders, start_desktop, start_gateway, start_sqlite_shell, wait_for
 

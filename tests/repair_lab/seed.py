@@ -32,7 +32,7 @@ REPO = HERE.parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from fleetops.remote import hermes_holders  # noqa: E402
+from fleetops.remote.hermes import holders as hermes_holders  # noqa: E402
 
 HERMES_ENV = {
     "HERMES_DISABLE_LAZY_INSTALLS": "1",

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from fleetops.remote import hermes_holders, sqlite_fence
+from fleetops.remote.hermes import holders as hermes_holders
+from fleetops.remote.sqlite import fence as sqlite_fence
 from tests.corpus import damage
 
 from .conftest import results_by_task, run_cli

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetops.remote import hermes_holders
+from fleetops.remote.hermes import holders as hermes_holders
 from tests.corpus import damage
 
 from .conftest import report, results_by_task, run_cli

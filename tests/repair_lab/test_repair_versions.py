@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetops.remote import hermes_holders
+from fleetops.remote.hermes import holders as hermes_holders
 from tests import hermes_matrix
 from tests.corpus import build, damage
 

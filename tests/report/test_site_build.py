@@ -36,7 +36,7 @@ def cli(*args) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def audit_result(std_src):
-    from fleetops.remote import hermes_audit
+    from fleetops.remote.hermes import audit as hermes_audit
     res = hermes_audit.main({"db_path": str(std_src), "holders": False, "services": False})
     assert res["databases"][0]["verdict"] == "healthy"
     return res

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetops.remote import hermes_holders
+from fleetops.remote.hermes import holders as hermes_holders
 from tests.repair_lab.conftest import REPO, hermes_venv, run_cli, seeder  # noqa: F401 (fixtures)
 from tests.repair_lab.test_repair_play import seed
 

@@ -20,7 +20,7 @@ RUN = "20261130T080000Z-a1b2c3"
 
 @pytest.fixture(scope="module")
 def rows(std_src, tmp_path_factory):
-    from fleetops.remote import hermes_audit
+    from fleetops.remote.hermes import audit as hermes_audit
     from tests.corpus import damage
 
     bad = damage.make("garbage_leaf_pages", std_src, tmp_path_factory.mktemp("bad") / "state.db")

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from fleetops.remote import salvage as engine
+from fleetops.remote.sqlite import salvage as engine
 
 
 def sha_files(path):

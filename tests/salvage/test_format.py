@@ -7,7 +7,7 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from fleetops.remote import sqlite_format as sf
+from fleetops.remote.sqlite import fileformat as sf
 
 INT64 = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)
 SETTINGS = settings(max_examples=40, deadline=None,

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from fleetops.remote import salvage as engine
+from fleetops.remote.sqlite import salvage as engine
 from tests.corpus import damage, truth
 from tests.salvage.test_salvage_corpus import out_rows
 

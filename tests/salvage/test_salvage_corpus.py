@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from fleetops.remote import sqlite_format as sf
+from fleetops.remote.sqlite import fileformat as sf
 from tests.corpus import truth
 
 CASES_WITH_ROWS = ["healthy", "fts_pages_overwritten", "session_duplicated_behind_title_index",

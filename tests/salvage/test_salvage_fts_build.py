@@ -21,7 +21,7 @@ import sqlite3
 
 import pytest
 
-from fleetops.remote import salvage as engine
+from fleetops.remote.sqlite import salvage as engine
 
 FTS = ("messages_fts", "messages_fts_trigram")
 SMALL = dict(sessions=6, messages_per_session=(10, 30), seed=5)

@@ -16,7 +16,7 @@ import sqlite3
 import pytest
 
 from fleetops.hermes import salvage_cli
-from fleetops.remote import sqlite_format as sf
+from fleetops.remote.sqlite import fileformat as sf
 from tests.corpus import build, damage, truth
 
 TRIALS = int(os.environ.get("FLEETOPS_FUZZ_TRIALS", "48"))

@@ -4,7 +4,7 @@ import sqlite3
 
 import pytest
 
-from fleetops.remote import sqlite_format as sf
+from fleetops.remote.sqlite import fileformat as sf
 
 HEADER_CASES = ["header_magic_damaged", "header_page_size_damaged", "header_freelist_damaged",
                 "header_zeroed_alone"]

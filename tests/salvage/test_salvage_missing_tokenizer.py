@@ -7,7 +7,7 @@ salvage (fts=rebuild was asked): leaving FTS to Hermes is the operator's choice.
 """
 import sqlite3
 
-from fleetops.remote.salvage import salvage
+from fleetops.remote.sqlite.salvage import salvage
 
 from .hermeslike import build
 

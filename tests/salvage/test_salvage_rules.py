@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from fleetops.hermes import salvage_cli
-from fleetops.remote import salvage as engine
+from fleetops.remote.sqlite import salvage as engine
 from tests.salvage import hermeslike as h
 
 

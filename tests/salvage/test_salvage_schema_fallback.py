@@ -8,8 +8,9 @@ import sqlite3
 import pytest
 
 from fleetops.hermes import salvage_cli
-from fleetops.remote import hermes_schema_22, hermes_schemas
-from fleetops.remote import salvage as engine
+from fleetops.remote.hermes import schema_22 as hermes_schema_22
+from fleetops.remote.hermes import schemas as hermes_schemas
+from fleetops.remote.sqlite import salvage as engine
 from tests.corpus import damage, ship_schema
 
 

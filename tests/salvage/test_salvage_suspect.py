@@ -3,7 +3,7 @@ complete salvage: NUL runs from a zeroed overflow page, an overflow chain longer
 payload, storage classes the column's affinity would have converted."""
 import json
 
-from fleetops.remote import salvage as engine
+from fleetops.remote.sqlite import salvage as engine
 from tests.salvage.test_salvage_corpus import out_rows
 
 

@@ -9,7 +9,7 @@ complete verified FTS tables with their triggers answering searches.
 """
 import pytest
 
-from fleetops.remote import hermes_audit
+from fleetops.remote.hermes import audit as hermes_audit
 from tests import hermes_matrix
 from tests.corpus import damage
 

@@ -1,1 +1,1 @@
-../../remote/hermes_backup.py
+../../remote/hermes/backup.py

@@ -19,9 +19,9 @@ import os
 import signal
 import time
 
-from fleetops.remote import hermes_holders
-from fleetops.remote import hermes_snapshot as fs
-from fleetops.remote import sqlite_fence
+from fleetops.remote.hermes import holders as hermes_holders
+from fleetops.remote.hermes import snapshot as fs
+from fleetops.remote.sqlite import fence as sqlite_fence
 
 DEFAULT_TTL = 3600.0
 

@@ -15,7 +15,7 @@ import stat
 import tempfile
 import time
 
-from fleetops.remote.durable import fsync_dir
+from fleetops.remote.host.durable import fsync_dir
 
 try:  # not on every platform, and not needed when no owner/group is asked for
     import grp

@@ -23,9 +23,9 @@ import sqlite3
 import subprocess
 import time
 
-from fleetops.remote import hermes_holders
-from fleetops.remote import hermes_snapshot as fs
-from fleetops.remote import hermes_writers
+from fleetops.remote.hermes import holders as hermes_holders
+from fleetops.remote.hermes import snapshot as fs
+from fleetops.remote.hermes import writers as hermes_writers
 
 PROBE_KEY = "fleetops_verify_probe"
 BAD_OUTPUT = ("malformed", "Traceback", "disk I/O error", "not a database")

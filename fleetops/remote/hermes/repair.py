@@ -17,11 +17,11 @@ import sqlite3
 import time
 import traceback
 
-from fleetops.remote import hermes_audit
-from fleetops.remote import hermes_snapshot as fs
-from fleetops.remote import hermes_swap
-from fleetops.remote import hermes_writers
-from fleetops.remote import salvage as salvage_mod
+from fleetops.remote.hermes import audit as hermes_audit
+from fleetops.remote.hermes import snapshot as fs
+from fleetops.remote.hermes import swap as hermes_swap
+from fleetops.remote.hermes import writers as hermes_writers
+from fleetops.remote.sqlite import salvage as salvage_mod
 
 PATHS = {"healthy": "none", "fts_index_damage": "fts_rebuild", "index_damage": "salvage",
          "structural_corruption": "salvage", "unreadable": "salvage"}

@@ -19,10 +19,10 @@ import sqlite3
 import stat
 import time
 
-from fleetops.remote import hermes_holders
-from fleetops.remote import hermes_paths
-from fleetops.remote import hostlock
-from fleetops.remote.durable import fsync_dir, fsync_file, sha256_file  # noqa: F401 (used from here too)
+from fleetops.remote.hermes import holders as hermes_holders
+from fleetops.remote.hermes import paths as hermes_paths
+from fleetops.remote.host import hostlock
+from fleetops.remote.host.durable import fsync_dir, fsync_file, sha256_file  # noqa: F401 (used from here too)
 
 SIDECARS = ("", "-wal", "-shm")
 DEFAULT_MIN_FREE_FACTOR = 3.0   # snapshot + quarantine copy + repaired file, each up to the image size

@@ -2,7 +2,7 @@
 
 Why two layers: SQLite's own table walk (seeks by rowid, NOT INDEXED) reads what its
 b-trees still reach, fast and exactly as Hermes would; the pure-Python page scan
-(fleetops.remote.sqlite_format) finds leaf pages the walk cannot reach. Every row found
+(fleetops.remote.sqlite.fileformat) finds leaf pages the walk cannot reach. Every row found
 is either saved, dropped as an exact duplicate, or written to the quarantine file with a
 reason, and the report's counts come from table scans and page scans, never an index.
 
@@ -31,9 +31,9 @@ import threading
 import time
 import urllib.parse
 
-from fleetops.remote import hermes_schemas
-from fleetops.remote import sqlite_format as sf
-from fleetops.remote.durable import fsync_dir, fsync_file, sha256_file
+from fleetops.remote.hermes import schemas as hermes_schemas
+from fleetops.remote.sqlite import fileformat as sf
+from fleetops.remote.host.durable import fsync_dir, fsync_file, sha256_file
 
 BATCH = 500
 # FTS build (fts=rebuild). "scratch": after the rows are final, each FTS table is filled by

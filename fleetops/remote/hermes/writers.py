@@ -28,11 +28,11 @@ import subprocess
 import sys
 import time
 
-from fleetops.remote import hermes_fence
-from fleetops.remote import hermes_holders
-from fleetops.remote import hermes_snapshot as fs
-from fleetops.remote import hermes_swap
-from fleetops.remote import sqlite_fence
+from fleetops.remote.hermes import fence as hermes_fence
+from fleetops.remote.hermes import holders as hermes_holders
+from fleetops.remote.hermes import snapshot as fs
+from fleetops.remote.hermes import swap as hermes_swap
+from fleetops.remote.sqlite import fence as sqlite_fence
 
 HERMES_KINDS = hermes_holders.HERMES_KINDS
 RESTARTABLE = ("gateway", "dashboard")  # the Desktop app respawns its own backend; a TUI is a person's

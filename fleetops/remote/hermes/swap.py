@@ -20,10 +20,10 @@ import os
 import sqlite3
 import time
 
-from fleetops.remote import hermes_fence
-from fleetops.remote import hermes_holders
-from fleetops.remote import hermes_paths
-from fleetops.remote import hermes_snapshot as fs
+from fleetops.remote.hermes import fence as hermes_fence
+from fleetops.remote.hermes import holders as hermes_holders
+from fleetops.remote.hermes import paths as hermes_paths
+from fleetops.remote.hermes import snapshot as fs
 
 SIDECARS = fs.SIDECARS
 

@@ -2,12 +2,12 @@
 
 Why: a store whose schema page is lost still holds its rows; the DDL of the lost objects is
 what the host's own Hermes version creates. Each version is one generated module
-(hermes_schema_<schema_version>.py, from the real package by tests/corpus/ship_schema.py),
+(schema_<schema_version>.py, from the real package by tests/corpus/ship_schema.py),
 listed in KNOWN. Stdlib only (host payload).
 """
 import re
 
-from fleetops.remote import hermes_schema_22
+from fleetops.remote.hermes import schema_22 as hermes_schema_22
 
 KNOWN = (hermes_schema_22,)
 

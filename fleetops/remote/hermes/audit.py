@@ -45,11 +45,11 @@ try:
 except ImportError:  # pragma: no cover
     from urllib import quote as _urlquote
 
-from fleetops.remote import hermes_holders
-from fleetops.remote import hermes_journal
-from fleetops.remote import hermes_paths
-from fleetops.remote import hermes_persistence
-from fleetops.remote.durable import sha256_file
+from fleetops.remote.hermes import holders as hermes_holders
+from fleetops.remote.hermes import journal as hermes_journal
+from fleetops.remote.hermes import paths as hermes_paths
+from fleetops.remote.hermes import persistence as hermes_persistence
+from fleetops.remote.host.durable import sha256_file
 
 AUDIT_VERSION = 1
 VERDICTS = ("healthy", "fts_index_damage", "index_damage", "structural_corruption",

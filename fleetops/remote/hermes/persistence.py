@@ -31,7 +31,7 @@ try:
 except ImportError:  # pragma: no cover
     from urllib import quote as _urlquote
 
-from fleetops.remote import hermes_holders
+from fleetops.remote.hermes import holders as hermes_holders
 
 LOG_FILES = ("errors.log", "gateway.log", "agent.log")
 MAX_ENTRIES = 5000
