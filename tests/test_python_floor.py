@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from fleetops.engine.local import LocalTransport
+from fleetops.engine.connection.local import LocalTransport
 from fleetops.engine.payload import BOOTSTRAP, run_payload
-from fleetops.engine.transport import ConnParams
+from fleetops.engine.connection.transport import ConnParams
 from tests.salvage import hermeslike
 
 REMOTE = Path(__file__).resolve().parents[1] / "fleetops" / "remote"

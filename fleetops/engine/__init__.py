@@ -6,7 +6,7 @@ import sys as _sys
 
 # paramiko.config imports invoke, when installed (fabric brings it), only to run ssh_config's
 # `Match exec`; that import costs a run ~0.1 s of start-up. Keep it out of paramiko's import;
-# engine/sshconfig.py loads it when a config actually has `Match ... exec`.
+# engine/connection/sshconfig.py loads it when a config actually has `Match ... exec`.
 if "paramiko" not in _sys.modules and "invoke" not in _sys.modules:
     _sys.modules["invoke"] = None          # makes `import invoke` raise ImportError
     try:

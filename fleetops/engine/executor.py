@@ -25,13 +25,13 @@ from fleetops.engine import results_backend as _results_backend
 from fleetops.engine import secrets as _secrets
 from fleetops.engine.events import EventSink
 from fleetops.engine.inventory import short_name
-from fleetops.engine.local import LocalTransport
+from fleetops.engine.connection.local import LocalTransport
 from fleetops.engine.payload import run_payload
-from fleetops.engine import runlock as _runlock
-from fleetops.engine.runlock import HostBusy
+from fleetops.engine.connection import runlock as _runlock
+from fleetops.engine.connection.runlock import HostBusy
 from fleetops.engine.taskrun import (Frame, HostState, TaskRunner, failed_result, unreachable_result)
 from fleetops.engine.templating import Templar, TemplateError, mark_unsafe
-from fleetops.engine.transport import ConnParams
+from fleetops.engine.connection.transport import ConnParams
 from fleetops.errors import (EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, BadInput,
                              Unreachable)
 from fleetops.modules.registry import get_modules
@@ -209,7 +209,7 @@ class _Run:
         self.run_id = run_id
         self.stop = stop if stop is not None else threading.Event()
         if transport_factory is None:
-            from fleetops.engine.ssh import SSHTransport
+            from fleetops.engine.connection.ssh import SSHTransport
             transport_factory = SSHTransport
         self.transport_factory = transport_factory
         self.templar = Templar()

@@ -22,9 +22,9 @@ import yaml
 
 from fleetops.errors import BadInput
 from fleetops.engine import patterns as _patterns
-from fleetops.engine import sshconfig as _sshconfig
+from fleetops.engine.connection import sshconfig as _sshconfig
 from fleetops.engine.templating import TemplateError
-from fleetops.engine.transport import ConnParams
+from fleetops.engine.connection.transport import ConnParams
 
 VARS_EXTENSIONS = (".yml", ".yaml", ".json")
 YAML_EXTENSIONS = (".yml", ".yaml", ".json")

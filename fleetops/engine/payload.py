@@ -23,7 +23,7 @@ import zlib
 
 import fleetops.remote
 from fleetops.remote import PAYLOADS
-from fleetops.engine.ssh import become_failure, become_wrap
+from fleetops.engine.connection.become import become_failure, become_wrap
 
 REMOTE_PKG = "fleetops.remote"
 REMOTE_DIR = os.path.dirname(os.path.abspath(fleetops.remote.__file__))

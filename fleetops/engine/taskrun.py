@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetops.engine import secrets as _secrets
-from fleetops.engine.runlock import HostBusy
+from fleetops.engine.connection.runlock import HostBusy
 from fleetops.engine.templating import TemplateError, mark_unsafe
 from fleetops.errors import Unreachable
 from fleetops.modules.base import Arg, TaskContext
@@ -83,7 +83,7 @@ class HostState:
     unreachable: bool = False
     failed: bool = False            # failed in an earlier batch/play: excluded from later plays
     notified: set = field(default_factory=set)
-    run_lock: Any = None            # engine/runlock.py: held while the run uses this host
+    run_lock: Any = None            # engine/connection/runlock.py: held while the run uses this host
     busy: str | None = None         # another run holds the host: why, for every later task
 
 

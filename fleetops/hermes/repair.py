@@ -256,7 +256,7 @@ class HermesHostlock(Module):
 
     take_over_dead_runs: a lease left by a run whose controller died (SIGKILL, lost connection)
     would refuse every later run until it expires. The engine holds a run lock on the host
-    account for as long as a run's connection lives (engine/runlock.py, the holder's command
+    account for as long as a run's connection lives (engine/connection/runlock.py, the holder's command
     line names its run id); when this run holds it and the lease's run holds none, that run
     is gone and its lease is released, saying so.
     """
@@ -280,7 +280,7 @@ class HermesHostlock(Module):
 
     def _live_runs(self, ctx) -> set | None:
         """Run ids holding the engine's run lock on this host account; None when that cannot be told."""
-        from fleetops.engine.runlock import TAG
+        from fleetops.engine.connection.runlock import TAG
         res = ctx.transport.run('ps -u "$(id -u)" -o args= 2>/dev/null', timeout=30)
         if res.rc != 0:
             return None

@@ -28,7 +28,7 @@ import sys
 import time
 from contextlib import contextmanager
 
-from fleetops.engine.transport import ConnParams
+from fleetops.engine.connection.transport import ConnParams
 from fleetops.errors import FleetopsError
 from fleetops.lab import rootfs
 

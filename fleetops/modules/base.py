@@ -21,7 +21,7 @@ class Arg:
 @dataclass
 class TaskContext:
     host: str                     # inventory hostname
-    transport: Any                # fleetops.engine.transport.Transport (already connected)
+    transport: Any                # fleetops.engine.connection.transport.Transport (already connected)
     variables: dict               # all variables visible to the task (facts included)
     check: bool                   # check mode: report, change nothing
     diff: bool                    # --diff: include unified diffs where files are edited

@@ -70,7 +70,7 @@ def run_line(ctx: TaskContext, line: str, stdin: bytes | None = None, timeout: f
              max_output: int | None = None):
     """Run an already-quoted command line on the task's transport, through sudo when become is on."""
     if become_user(ctx):
-        from fleetops.engine.ssh import become_wrap
+        from fleetops.engine.connection.become import become_wrap
         line = become_wrap(line, become_user(ctx))
     if max_output:
         return ctx.transport.run(line, stdin=stdin, timeout=timeout, max_output=max_output)
@@ -121,7 +121,8 @@ def run_program(ctx: TaskContext, args: dict, line: str, shown: str) -> dict:
         if args.get("stdin_add_newline", True) and not text.endswith("\n"):
             text += "\n"
         stdin = text.encode()
-    from fleetops.engine.ssh import MAX_COMMAND_OUTPUT, become_failure, size_text
+    from fleetops.engine.connection.become import become_failure
+    from fleetops.engine.connection.output import MAX_COMMAND_OUTPUT, size_text
     res = run_line(ctx, line, stdin=stdin, timeout=args.get("timeout"), max_output=MAX_COMMAND_OUTPUT)
     out, err = _text(res.stdout), _text(res.stderr)
     why = become_failure(become_user(ctx), res.rc, res.stderr)

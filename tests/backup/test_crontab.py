@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from fleetops.engine.payload import run_payload
-from fleetops.engine.ssh import SSHTransport
+from fleetops.engine.connection.ssh import SSHTransport
 
 pytestmark = pytest.mark.lab
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetops.engine.ssh import SSHTransport
+from fleetops.engine.connection.ssh import SSHTransport
 from fleetops.remote.hermes import backup as hb
 from tests.backup.conftest import ROOT, SCRIPT, backups_in, counts, integrity, manifest_of
 from tests.corpus import build
@@ -57,7 +57,7 @@ LIVE_DB = (".hermes/state.db", ".hermes/state.db-wal", ".hermes/state.db-shm")
 
 def listing(home) -> dict:
     """Every path under the home: mode, owner, sha256. Left out: ~/.ssh, the engine's per-run
-    lock (~/.fleetops/run.lock, engine/runlock.py: every run writes it), the job's data
+    lock (~/.fleetops/run.lock, engine/connection/runlock.py: every run writes it), the job's data
     (~/.hermes/fleetops: backups stay by design) and the live state.db image, which the job's
     WAL checkpoint rewrites (its rows are compared separately)."""
     out = {}

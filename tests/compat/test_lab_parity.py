@@ -19,7 +19,7 @@ import pytest
 from fleetops.engine.inventory import load_inventory
 from fleetops.engine.playbook import load_playbook
 from fleetops.engine.executor import RunOptions, run_playbook
-from fleetops.engine.ssh import SSHTransport
+from fleetops.engine.connection.ssh import SSHTransport
 from fleetops.engine.validate import validate
 from fleetops.modules.registry import get_modules
 from tests.compat import oracle

@@ -8,9 +8,9 @@ import uuid
 import pytest
 
 from fleetops.engine import payload as payload_mod
-from fleetops.engine.local import LocalTransport
+from fleetops.engine.connection.local import LocalTransport
 from fleetops.engine.payload import bundle_sources, run_modules, run_payload
-from fleetops.engine.ssh import SSHTransport
+from fleetops.engine.connection.ssh import SSHTransport
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 from fleetops.engine.events import EventSink
 from fleetops.engine.executor import RunOptions, run_playbook
 from fleetops.engine.inventory import load_inventory
-from fleetops.engine.local import LocalTransport
+from fleetops.engine.connection.local import LocalTransport
 from fleetops.engine.playbook import load_playbook
 from fleetops.modules.registry import get_modules
 

@@ -12,7 +12,7 @@ import threading
 import pytest
 import yaml
 
-from fleetops.engine.ssh import SSHTransport
+from fleetops.engine.connection.ssh import SSHTransport
 from tests.executor.conftest import run_yaml
 
 pytestmark = pytest.mark.lab

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from fleetops.engine import ssh
+from fleetops.engine.connection import output
 from tests.faults.conftest import (by_task, chown_to, fleetops, home, report_json, start_fleetops, write,
                                    write_inventory)
 
@@ -148,7 +148,7 @@ def test_read_only_filesystem(fleet, work, readonly_dir):
 
 
 def test_huge_output_is_capped_and_controller_memory_bounded(fleet, work):
-    cap = getattr(ssh, "MAX_COMMAND_OUTPUT", 1 << 20)
+    cap = output.MAX_COMMAND_OUTPUT
     inv = write_inventory(work / "inv.yml", fleet, [0, 1])
     pb = write(work / "pb.yml", r"""
 - hosts: fleet

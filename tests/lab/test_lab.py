@@ -12,7 +12,7 @@ import shutil
 import pytest
 import yaml
 
-from fleetops.engine.ssh import SSHTransport
+from fleetops.engine.connection.ssh import SSHTransport
 from fleetops.lab import Lab, LabError
 from fleetops.lab.lab import is_lab_sshd
 

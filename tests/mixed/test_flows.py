@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetops.engine.ssh import SSHTransport
+from fleetops.engine.connection.ssh import SSHTransport
 from tests.corpus import build, damage
 
 pytestmark = pytest.mark.lab

@@ -11,7 +11,7 @@ import tempfile
 import pytest
 import yaml
 
-from fleetops.engine.ssh import SSHTransport
+from fleetops.engine.connection.ssh import SSHTransport
 from fleetops.lab import Lab, rootfs
 
 pytestmark = pytest.mark.lab

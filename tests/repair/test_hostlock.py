@@ -107,7 +107,7 @@ def test_lock_payload_actions(tmp_path):
                                     "hermes_verify", "hostlock"])
 def test_payloads_run_through_the_bundler(tmp_path, module):
     """Each payload travels as a bundle and runs under `python3 -I` with only its bundled siblings."""
-    from fleetops.engine.local import LocalTransport
+    from fleetops.engine.connection.local import LocalTransport
     from fleetops.engine.payload import run_payload
     t = LocalTransport()
     t.connect()

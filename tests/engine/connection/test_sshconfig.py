@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from fleetops.engine import sshconfig
+from fleetops.engine.connection import sshconfig
 from fleetops.engine.inventory import load_inventory
 from fleetops.errors import BadInput
 
@@ -135,7 +135,7 @@ def test_match_exec_still_works_though_invoke_is_kept_out_of_paramikos_import(tm
     import sys
     cfg = tmp_path / "config"
     cfg.write_text('Host a\n  HostName b\nMatch exec "true"\n  User zz\n')
-    code = ("import sys; import fleetops.engine.sshconfig as sc; "
+    code = ("import sys; import fleetops.engine.connection.sshconfig as sc; "
             "assert 'invoke' not in sys.modules or sys.modules['invoke'] is not None; "
             "before = 'invoke' in sys.modules; "
             f"print(before, sc.lookup('a', {str(cfg)!r}).user)")

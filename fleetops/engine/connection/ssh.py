@@ -17,7 +17,6 @@ import logging
 import os
 import re
 import select
-import shlex
 import socket
 import stat
 import threading
@@ -27,7 +26,8 @@ import paramiko
 from paramiko.common import cMSG_CHANNEL_REQUEST
 from paramiko.message import Message
 
-from fleetops.engine.transport import CommandResult, ConnParams, Transport
+from fleetops.engine.connection.output import MAX_STREAM, READ_CHUNK, Capped, truncation_note
+from fleetops.engine.connection.transport import CommandResult, ConnParams, Transport
 from fleetops.errors import BadInput, Unreachable
 
 # paramiko logs handshake failures with tracebacks; without a handler Python's
@@ -35,9 +35,6 @@ from fleetops.errors import BadInput, Unreachable
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 log = logging.getLogger("fleetops.ssh")
 
-MAX_STREAM = 64 * 1024 * 1024     # per stream of one command: payload results can be big
-MAX_COMMAND_OUTPUT = 1024 * 1024  # per stream kept of a `command`/`shell` task (rest counted)
-READ_CHUNK = 1 << 16
 DEFAULT_KEYS = ("id_ed25519", "id_ecdsa", "id_rsa")
 
 # known_hosts key type -> host key algorithms that prove possession of that key
@@ -219,35 +216,6 @@ def check_private_key(path: str) -> None:
         raise BadInput(f"private key {path} cannot be read: {e}")
 
 
-def become_wrap(command: str, user: str | None) -> str:
-    """Run `command` as `user` through non-interactive sudo (a prompt fails instead of hanging)."""
-    if not user:
-        return command
-    return f"sudo -n -H -u {shlex.quote(user)} -- sh -c {shlex.quote(command)}"
-
-
-# What sudo itself says when it refuses (it fails before the command runs, so this is the first line).
-_SUDO_REFUSED = re.compile(r"^(sudo: .+|Sorry, user .+ is not allowed to execute .+)$")
-_SUDO_MISSING = re.compile(r"\bsudo: (command )?not found$")
-
-
-def become_failure(user: str | None, rc: int, stderr: bytes) -> str | None:
-    """The reason when `become_wrap`'s sudo (not the command) failed, else None."""
-    if not user or rc in (0, -1):
-        return None
-    for line in stderr.decode("utf-8", errors="replace").splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        if _SUDO_MISSING.search(line):
-            return f"become failed: sudo is not installed on the host (become_user {user}): {line}"
-        if _SUDO_REFUSED.match(line):
-            return (f"become failed: sudo -n -u {user} refused: {line} (become needs a NOPASSWD sudo "
-                    f"rule for the login user; fleetops never types a password)")
-        return None
-    return None
-
-
 def parse_jump(spec: str) -> tuple[str | None, str, int]:
     """`[user@]host[:port]` (host may be `[v6]`) -> (user, host, port)."""
     user = None
@@ -264,40 +232,6 @@ def parse_jump(spec: str) -> tuple[str | None, str, int]:
     else:
         host = spec
     return user, host, port
-
-
-class _Capped:
-    """Keeps the first `limit` bytes of a stream and remembers whether more came."""
-
-    def __init__(self, limit: int = MAX_STREAM):
-        self.parts: list[bytes] = []
-        self.size = 0
-        self.limit = limit
-        self.dropped = 0
-
-    def add(self, data: bytes) -> None:
-        room = self.limit - self.size
-        if room > 0:
-            self.parts.append(data[:room])
-            self.size += min(room, len(data))
-        self.dropped += max(0, len(data) - max(room, 0))
-
-    def value(self) -> bytes:
-        return b"".join(self.parts)
-
-
-def size_text(n: int) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size and n % size == 0:
-            return f"{n // size} {unit}"
-    return f"{n} bytes"
-
-
-def _truncation_note(name: str, c: _Capped) -> bytes:
-    if not c.dropped:
-        return b""
-    return (f"\n[fleetops: {name} truncated at {size_text(c.limit)}; "
-            f"{c.dropped} more bytes discarded]\n").encode()
 
 
 class SSHTransport(Transport):
@@ -548,7 +482,7 @@ class SSHTransport(Transport):
     def start(self, command: str):
         """Start a long-lived command on its own channel and return the paramiko Channel.
 
-        The caller reads it and closes it (engine/runlock.py holds the host's run lock this
+        The caller reads it and closes it (engine/connection/runlock.py holds the host's run lock this
         way); the command's stdin stays open until then, or until the connection goes.
         """
         with self._lock:
@@ -562,7 +496,7 @@ class SSHTransport(Transport):
 
     def _collect(self, t, chan, stdin, timeout, limit: int = MAX_STREAM) -> CommandResult:
         deadline = time.monotonic() + timeout if timeout else None
-        out, err = _Capped(limit), _Capped(limit)
+        out, err = Capped(limit), Capped(limit)
         feeder = None
         if stdin and len(stdin) > (1 << 20):
             # a big stdin is fed from a thread so a chatty command cannot deadlock us
@@ -595,7 +529,7 @@ class SSHTransport(Transport):
             chan.status_event.wait(wait)
         if chan.exit_status == -1 and not t.is_active():
             raise self._lost("the connection dropped while the command ran")
-        stderr = err.value() + _truncation_note("stdout", out) + _truncation_note("stderr", err)
+        stderr = err.value() + truncation_note("stdout", out) + truncation_note("stderr", err)
         return CommandResult(rc=chan.exit_status, stdout=out.value(), stderr=stderr,
                              stdout_dropped=out.dropped, stderr_dropped=err.dropped)
 

@@ -11,8 +11,8 @@ import signal
 import subprocess
 import threading
 
-from fleetops.engine.ssh import MAX_STREAM, READ_CHUNK, _Capped, _truncation_note
-from fleetops.engine.transport import CommandResult, ConnParams, Transport
+from fleetops.engine.connection.output import MAX_STREAM, READ_CHUNK, Capped, truncation_note
+from fleetops.engine.connection.transport import CommandResult, ConnParams, Transport
 
 
 class LocalTransport(Transport):
@@ -34,7 +34,7 @@ class LocalTransport(Transport):
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     start_new_session=True, close_fds=True)
             limit = max_output or MAX_STREAM
-            out, err = _Capped(limit), _Capped(limit)
+            out, err = Capped(limit), Capped(limit)
             threads = [threading.Thread(target=self._drain, args=(proc.stdout, out), daemon=True),
                        threading.Thread(target=self._drain, args=(proc.stderr, err), daemon=True),
                        threading.Thread(target=self._feed, args=(proc.stdin, stdin), daemon=True)]
@@ -58,7 +58,7 @@ class LocalTransport(Transport):
                 note = f"\n[fleetops: command timed out after {timeout:g}s]\n".encode()
                 return CommandResult(rc=-1, stdout=out.value(), stderr=err.value() + note, timed_out=True,
                                      stdout_dropped=out.dropped, stderr_dropped=err.dropped)
-            stderr = err.value() + _truncation_note("stdout", out) + _truncation_note("stderr", err)
+            stderr = err.value() + truncation_note("stdout", out) + truncation_note("stderr", err)
             return CommandResult(rc=proc.returncode, stdout=out.value(), stderr=stderr,
                                  stdout_dropped=out.dropped, stderr_dropped=err.dropped)
 
@@ -70,7 +70,7 @@ class LocalTransport(Transport):
             pass
 
     @staticmethod
-    def _drain(stream, sink: _Capped) -> None:
+    def _drain(stream, sink: Capped) -> None:
         try:
             while True:
                 data = stream.read1(READ_CHUNK) if hasattr(stream, "read1") else stream.read(READ_CHUNK)

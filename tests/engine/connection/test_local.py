@@ -5,9 +5,9 @@ import uuid
 
 import pytest
 
-import fleetops.engine.local as local_mod
-from fleetops.engine.local import LocalTransport
-from fleetops.engine.ssh import become_wrap
+import fleetops.engine.connection.local as local_mod
+from fleetops.engine.connection.local import LocalTransport
+from fleetops.engine.connection.become import become_wrap
 
 
 @pytest.fixture

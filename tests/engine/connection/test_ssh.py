@@ -13,8 +13,9 @@ import uuid
 import paramiko
 import pytest
 
-from fleetops.engine.ssh import (SSHTransport, _Capped, become_wrap, check_private_key, fingerprint,
-                                 known_hosts_name)
+from fleetops.engine.connection.become import become_wrap
+from fleetops.engine.connection.output import Capped
+from fleetops.engine.connection.ssh import SSHTransport, check_private_key, fingerprint, known_hosts_name
 from fleetops.errors import BadInput, Unreachable
 
 def _read(path):
@@ -325,7 +326,7 @@ def test_get_file_over_sftp(conn, lab, tmp_path):
 
 
 def test_capped_stream_keeps_head():
-    c = _Capped(10)
+    c = Capped(10)
     for chunk in (b"12345", b"67890abc", b"def"):
         c.add(chunk)
     assert c.value() == b"1234567890" and c.dropped == 6

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from fleetops.engine import runlock
+from fleetops.engine.connection import runlock
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
                                 reason="needs root and unshare(1) to hide flock(1) in a mount namespace")

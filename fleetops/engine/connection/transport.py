@@ -60,7 +60,7 @@ class Transport(abc.ABC):
         """Run a shell command line (already quoted by the caller) and collect its output.
 
         A dropped connection raises Unreachable; a timeout returns timed_out=True, rc=-1.
-        Each stream keeps its first `max_output` bytes (default ssh.MAX_STREAM, sized for
+        Each stream keeps its first `max_output` bytes (default output.MAX_STREAM, sized for
         payload results); the rest is read and counted in std*_dropped, never held.
         """
 
