@@ -1,0 +1,130 @@
+"""Checks of one keyword's value (types, names), each failure a
+BadInput at the exact file:line:column of the value."""
+from __future__ import annotations
+
+import difflib
+import re
+
+from fleetops.engine.yamlsrc import Mapping, Sequence
+from fleetops.errors import BadInput
+
+IDENT = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def kind(value) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return "a bool"
+    if isinstance(value, int):
+        return "an int"
+    if isinstance(value, float):
+        return "a float"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return type(value).__name__
+
+
+def close(word, options) -> str:
+    if not isinstance(word, str):
+        return ""
+    found = difflib.get_close_matches(word, list(options), n=3, cutoff=0.6)
+    return f" (did you mean: {', '.join(found)}?)" if found else ""
+
+
+def is_template(value) -> bool:
+    return isinstance(value, str) and any(m in value for m in ("{{", "{%", "{#"))
+
+
+def want_bool(m: Mapping, key, default=None):
+    if key not in m or m[key] is None:
+        return default
+    v = m[key]
+    if not isinstance(v, bool):
+        raise BadInput(f"'{key}' must be true or false, not {kind(v)}", where=m.value_where(key))
+    return v
+
+
+def want_str(m: Mapping, key, default=None, allow_empty=False):
+    if key not in m or m[key] is None:
+        return default
+    v = m[key]
+    if not isinstance(v, str) or (not allow_empty and not v.strip()):
+        raise BadInput(f"'{key}' must be a non-empty string, not {kind(v)}", where=m.value_where(key))
+    return v
+
+
+def want_name(m: Mapping, key, what="variable name"):
+    v = want_str(m, key)
+    if v is not None and not IDENT.match(v):
+        raise BadInput(f"'{key}' must be a valid {what} (letters, digits, _), not {v!r}",
+                       where=m.value_where(key))
+    return v
+
+
+def want_int_or_template(m: Mapping, key, default=None, minimum=0):
+    if key not in m or m[key] is None:
+        return default
+    v = m[key]
+    if is_template(v):
+        return v
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise BadInput(f"'{key}' must be an integer, not {kind(v)}", where=m.value_where(key))
+    if v < minimum:
+        raise BadInput(f"'{key}' must be at least {minimum}, not {v}", where=m.value_where(key))
+    return v
+
+
+def want_str_list(m: Mapping, key, split_commas=False) -> list:
+    """A string or a list of strings (`tags: a` -> ['a'])."""
+    if key not in m or m[key] is None:
+        return []
+    v = m[key]
+    if isinstance(v, str):
+        items = [s.strip() for s in v.split(",")] if split_commas else [v]
+        return [s for s in items if s]
+    if isinstance(v, list):
+        for i, item in enumerate(v):
+            if not isinstance(item, str) or not item.strip():
+                where = v.item_where(i) if isinstance(v, Sequence) else m.value_where(key)
+                raise BadInput(f"'{key}' items must be non-empty strings, not {kind(item)}", where=where)
+        return list(v)
+    raise BadInput(f"'{key}' must be a string or a list of strings, not {kind(v)}",
+                   where=m.value_where(key))
+
+
+def want_conditions(m: Mapping, key) -> list | None:
+    """when/until/failed_when/changed_when: a string, a bool, or a list of them."""
+    if key not in m or m[key] is None:
+        return None
+    v = m[key]
+    items = v if isinstance(v, list) else [v]
+    for i, item in enumerate(items):
+        if not isinstance(item, (str, bool)) or (isinstance(item, str) and not item.strip()):
+            where = v.item_where(i) if isinstance(v, Sequence) else m.value_where(key)
+            raise BadInput(f"'{key}' must be an expression, a bool or a list of them, not {kind(item)}",
+                           where=where)
+    return list(items)
+
+
+def want_vars(m: Mapping, key) -> dict:
+    if key not in m or m[key] is None:
+        return {}
+    v = m[key]
+    if not isinstance(v, dict):
+        raise BadInput(f"'{key}' must be a mapping of variable names to values, not {kind(v)}",
+                       where=m.value_where(key))
+    check_var_names(v)
+    return v
+
+
+def check_var_names(mapping: dict) -> None:
+    """Every variable name must be usable in a template."""
+    for k in mapping:
+        if not isinstance(k, str) or not IDENT.match(k):
+            where = mapping.key_where(k) if isinstance(mapping, Mapping) else None
+            raise BadInput(f"invalid variable name {k!r} (letters, digits and _ only)", where=where)

@@ -1,0 +1,73 @@
+"""Task files: where an include names one, as ansible-core looks for it, and its tasks
+read before the run with the includer's keywords."""
+from __future__ import annotations
+
+import os
+
+from fleetops.engine.playbook.checks import is_template, kind
+from fleetops.engine.playbook.keywords import Inherit
+from fleetops.engine.yamlsrc import Mapping, Sequence, load_yaml
+from fleetops.errors import BadInput
+
+
+def static_name(value, what: str, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise BadInput(f"{what} must be a name, not {kind(value)}", where=where)
+    if is_template(value):
+        raise BadInput(f"a templated {what} ({value!r}) is not supported: fleetops reads every task file "
+                       "before the run, so name the file (use 'when' to choose)", where=where)
+    return value.strip()
+
+
+def include_args(m: Mapping, key: str, free: str) -> Mapping:
+    """An include's arguments: `include_tasks: f.yml` or a mapping, plus the task's `args:`."""
+    value = m[key]
+    args = Mapping()
+    args.where = m.value_where(key)
+    if isinstance(value, str):
+        args[free] = value
+        args.set_where(free, m.key_where(key), m.value_where(key))
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            args[k] = v
+            args.set_where(k, value.key_where(k), value.value_where(k))
+    elif value is not None:
+        raise BadInput(f"'{key}' must be a file name or a mapping, not {kind(value)}", where=m.value_where(key))
+    extra = m.get("args")
+    if isinstance(extra, Mapping):
+        for k, v in extra.items():
+            args[k] = v
+            args.set_where(k, extra.key_where(k), extra.value_where(k))
+    return args
+
+
+def find_task_file(name: str, inh: Inherit, where: str) -> str:
+    """As ansible-core: beside the including file, in the role's tasks/, then the playbook's directory."""
+    name = os.path.expanduser(name)
+    bases = [inh.base_dir] + ([os.path.join(inh.role_path, "tasks"), inh.role_path] if inh.role_path else [])
+    bases.append(inh.load.playbook_dir)
+    for base in bases:
+        path = os.path.normpath(os.path.join(base, name))
+        if os.path.isfile(path):
+            return path
+    raise BadInput(f"task file not found: {name} (looked in {', '.join(dict.fromkeys(bases))})", where=where)
+
+
+def read_task_file(path: str, inh: Inherit, handler: bool, where: str) -> list:
+    """The tasks of one task file, read with the includer's keywords."""
+    if path in inh.files:
+        raise BadInput(f"{os.path.basename(path)} includes itself (through {' -> '.join(map(os.path.basename, inh.files))})",
+                       where=where)
+    data = load_yaml(path)
+    if data is None:
+        return []
+    if not isinstance(data, Sequence):
+        raise BadInput(f"a task file must be a list of tasks, not {kind(data)}", where=getattr(data, "where", path))
+    inh = inh.sub(base_dir=os.path.dirname(path), files=inh.files + (path,))
+    out = []
+    for i, item in enumerate(data):
+        if not isinstance(item, Mapping):
+            raise BadInput(f"each entry of a task file must be a task (a mapping), not {kind(item)}",
+                           where=data.item_where(i))
+        out.append(inh.load.build_task(item, inh.load.modules, inh, handler))
+    return out

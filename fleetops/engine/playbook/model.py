@@ -1,0 +1,122 @@
+"""The playbook model: a Playbook of Plays of Tasks, as loaded and checked.
+
+Block keywords are inherited the Ansible way when the model is built: a
+task's `tags`, `when`, `vars`, `become`, `become_user`, `check_mode`,
+`ignore_errors`, `run_once` and `delegate_to` are already the effective values
+(own + enclosing blocks + play), so applying them again is harmless.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+LOCALHOST = ("localhost", "127.0.0.1")
+
+
+@dataclass
+class Task:
+    """One task, block (module None, `block` set) or handler (is_handler True)."""
+
+    where: str
+    name: str | None = None
+    module: str | None = None
+    args: dict = field(default_factory=dict)      # unrendered; a Mapping with key_where()
+    when: list = field(default_factory=list)       # raw expressions/bools, ANDed (incl. enclosing blocks')
+    loop: Any = None                               # raw: a list or a template string
+    loop_var: str = "item"
+    loop_label: Any = None
+    register: str | None = None
+    retries: Any = None                            # int or template; 3 when `until` is set without it
+    until: list | None = None                      # raw expressions, ANDed
+    delay: Any = 5
+    failed_when: list | None = None
+    changed_when: list | None = None
+    ignore_errors: bool = False
+    notify: list = field(default_factory=list)
+    tags: list = field(default_factory=list)       # effective: play + blocks + own
+    run_once: bool = False
+    delegate_to: str | None = None                 # only "localhost" / "127.0.0.1"
+    check_mode: bool | None = None
+    vars: dict = field(default_factory=dict)       # effective: enclosing blocks' vars, then own
+    become: bool = False                           # effective (play, blocks, own)
+    become_user: str | None = None                 # effective
+    block: list | None = None
+    rescue: list | None = None
+    always: list | None = None
+    listen: list = field(default_factory=list)
+    is_handler: bool = False
+    remote_user: str | None = None                 # effective (play, blocks, own)
+    role: str | None = None                        # the role this task comes from
+    role_path: str | None = None                   # its directory: templates/ and files/ resolve there first
+    defaults: dict = field(default_factory=dict)   # role defaults: below every other variable
+    include: str | None = None                     # include_tasks / import_tasks / *_role: a block of its file
+    action: str | None = None                      # the module or include key as written (ansible.builtin.x)
+    implicit: bool = False                         # added by fleetops (handler flushes), not in the playbook
+    positions: dict = field(default_factory=dict, repr=False)   # key -> file:line:col
+    own: dict = field(default_factory=dict, repr=False)         # own 'when'/'vars' before inheritance
+
+    def key_where(self, key: str) -> str:
+        """file:line:col of one of this task's keys (the task's own position if absent)."""
+        return self.positions.get(key, self.where)
+
+    @property
+    def is_block(self) -> bool:
+        return self.block is not None
+
+    @property
+    def display_name(self) -> str:
+        name = self.name or self.include or self.module or "block"
+        return f"{self.role} : {name}" if self.role else name
+
+
+@dataclass
+class Play:
+    where: str
+    name: str | None = None
+    hosts: str = ""
+    hosts_written: list = field(default_factory=list)   # `hosts:` as a list of patterns, as written
+    vars: dict = field(default_factory=dict)
+    vars_files: list = field(default_factory=list)  # paths joined to the playbook's directory
+    serial: list = field(default_factory=list)      # [] = all hosts at once; ints and "N%" strings
+    max_fail_percentage: float | None = None
+    # a templated serial / max_fail_percentage: {key: (template, where)}, rendered by validate()
+    # from play vars, vars_files and extra vars before any host is touched (see set_limit)
+    limit_templates: dict = field(default_factory=dict, repr=False)
+    limits_resolved: bool = field(default=False, repr=False)
+    any_errors_fatal: bool = False
+    gather_facts: bool = True
+    tasks: list = field(default_factory=list)
+    handlers: list = field(default_factory=list)
+    tags: list = field(default_factory=list)
+    become: bool = False
+    become_user: str | None = None
+    remote_user: str | None = None
+    strategy: str = "linear"                        # free runs as linear (README)
+    order: str = "inventory"
+    vars_files_where: list = field(default_factory=list, repr=False)
+    positions: dict = field(default_factory=dict, repr=False)
+
+    def key_where(self, key: str) -> str:
+        return self.positions.get(key, self.where)
+
+
+@dataclass
+class Playbook:
+    path: str
+    plays: list = field(default_factory=list)
+
+    @property
+    def dir(self) -> str:
+        """playbook_dir: where vars_files, templates/ and files/ resolve from."""
+        return os.path.dirname(os.path.abspath(self.path))
+
+
+def walk_tasks(tasks):
+    """Every task in a list, depth first, blocks included (block, rescue, always)."""
+    for t in tasks or ():
+        yield t
+        if t.is_block:
+            yield from walk_tasks(t.block)
+            yield from walk_tasks(t.rescue)
+            yield from walk_tasks(t.always)

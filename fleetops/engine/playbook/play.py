@@ -1,0 +1,217 @@
+"""A play and the playbook: play keywords (serial, limits, strategy), its sections
+(pre_tasks, roles, tasks, post_tasks, handlers) in the order ansible-core runs them.
+
+Everything a playbook can get wrong without knowing hosts or variables is
+caught when it is loaded, each as one BadInput naming the exact file:line:column,
+so nothing is half-run."""
+from __future__ import annotations
+
+import os
+import re
+
+from fleetops.engine.playbook.checks import is_template, kind, want_bool, want_str, want_str_list, want_vars
+from fleetops.engine.playbook.keywords import (NOT_SUPPORTED, ORDERS, PLAY_BOOL_KEYS, PLAY_KEYS, STRATEGIES,
+                                               Inherit, Load, unknown_keys)
+from fleetops.engine.playbook.model import Play, Playbook, Task
+from fleetops.engine.playbook.roles import play_roles
+from fleetops.engine.playbook.tasks import build_task, task_list
+from fleetops.engine.yamlsrc import Mapping, Sequence, load_yaml
+from fleetops.errors import BadInput
+
+_PERCENT = re.compile(r"\A\s*(\d+(?:\.\d+)?)\s*%\s*\Z")
+
+
+def _plain(value):
+    """Plain lists and strs from the YAML source types (for rendering later)."""
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return str(value) if isinstance(value, str) else value
+
+
+def _any_template(value) -> bool:
+    if isinstance(value, list):
+        return any(_any_template(v) for v in value)
+    return is_template(value)
+
+
+def _serial(m: Mapping) -> list:
+    if "serial" not in m or m["serial"] is None:
+        return []
+    raw = m["serial"]
+    return _serial_items(raw, lambda i: raw.item_where(i) if isinstance(raw, Sequence) else m.value_where("serial"),
+                         m.value_where("serial"))
+
+
+def _serial_items(raw, where_of, where_all: str) -> list:
+    """serial as a checked list; where_of(i) locates item i in errors, where_all the whole value."""
+    items = raw if isinstance(raw, list) else [raw]
+    out = []
+    for i, item in enumerate(items):
+        where = where_of(i)
+        if isinstance(item, str) and item.strip().isdigit():
+            item = int(item.strip())
+        if isinstance(item, int) and not isinstance(item, bool):
+            if item < 1:
+                raise BadInput(f"'serial' entries must be positive integers or '1%'..'100%', not {item}",
+                               where=where)
+            out.append(item)
+            continue
+        if isinstance(item, str):
+            pm = _PERCENT.match(item)
+            if pm and 0 < float(pm.group(1)) <= 100:
+                out.append(f"{pm.group(1)}%")
+                continue
+        raise BadInput(f"'serial' entries must be positive integers or '1%'..'100%', not {item!r}",
+                       where=where)
+    if not out:
+        raise BadInput("'serial' list is empty", where=where_all)
+    return out
+
+
+def _max_fail(mfp, where: str) -> float:
+    if isinstance(mfp, str):
+        try:
+            mfp = float(mfp.strip().rstrip("%"))
+        except ValueError:
+            pass
+    if isinstance(mfp, bool) or not isinstance(mfp, (int, float)) or not 0 <= mfp <= 100:
+        raise BadInput(f"'max_fail_percentage' must be a number from 0 to 100, not {mfp!r}", where=where)
+    return float(mfp)
+
+
+def set_limit(play: Play, key: str, rendered) -> None:
+    """Set a templated serial / max_fail_percentage from its rendered value, checked as the
+    literal forms are; a bad value is a BadInput at the template's line."""
+    where = play.limit_templates[key][1]
+    if key in ("strategy", "order"):
+        choices = STRATEGIES if key == "strategy" else ORDERS
+        if rendered not in choices:
+            raise BadInput(f"'{key}' must render to one of {', '.join(choices)}, not {rendered!r}", where=where)
+        setattr(play, key, rendered)
+    elif key in PLAY_BOOL_KEYS:
+        flag = rendered if isinstance(rendered, bool) else {
+            "true": True, "yes": True, "on": True, "1": True,
+            "false": False, "no": False, "off": False, "0": False, "": False}.get(str(rendered).strip().lower())
+        if flag is None:
+            raise BadInput(f"'{key}' must render to true or false, not {rendered!r}", where=where)
+        setattr(play, key, flag)
+    elif key == "serial":
+        play.serial = [] if rendered in (None, "", []) else _serial_items(rendered, lambda i: where, where)
+    else:
+        play.max_fail_percentage = None if rendered in (None, "") else _max_fail(rendered, where)
+
+
+def build_play(m, base_dir: str, modules: dict, index: int, path: str, roles_path=()) -> Play:
+    if not isinstance(m, Mapping):
+        raise BadInput(f"play #{index + 1} must be a mapping, not {kind(m)}",
+                       where=getattr(m, "where", None) or path)
+    unknown_keys(m, PLAY_KEYS, "play")
+    play = Play(where=m.where, positions={k: m.key_where(k) for k in m})
+    if "hosts" not in m or m["hosts"] is None:
+        raise BadInput("play has no 'hosts'", where=m.where)
+    hosts = m["hosts"]
+    if isinstance(hosts, list):
+        for i, h in enumerate(hosts):
+            if not isinstance(h, str) or not h.strip():
+                raise BadInput(f"'hosts' items must be host patterns, not {kind(h)}", where=hosts.item_where(i))
+        hosts = ":".join(h.strip() for h in hosts)
+    if not isinstance(hosts, str) or not hosts.strip():
+        raise BadInput(f"'hosts' must be a host pattern, not {kind(hosts)}", where=m.value_where("hosts"))
+    if is_template(hosts):
+        raise BadInput("a templated 'hosts' is not supported: use a pattern and --limit",
+                       where=m.value_where("hosts"))
+    play.hosts = hosts.strip()
+    play.hosts_written = [h.strip() for h in m["hosts"]] if isinstance(m["hosts"], list) else [play.hosts]
+    play.name = want_str(m, "name", default=",".join(play.hosts_written))
+    play.vars = want_vars(m, "vars")
+    raw_files = m.get("vars_files")
+    if raw_files is not None:
+        items = raw_files if isinstance(raw_files, list) else [raw_files]
+        for i, f in enumerate(items):
+            where = raw_files.item_where(i) if isinstance(raw_files, Sequence) else m.value_where("vars_files")
+            if not isinstance(f, str) or not f.strip():
+                raise BadInput(f"'vars_files' items must be file paths, not {kind(f)}", where=where)
+            if is_template(f):
+                raise BadInput("a templated vars_files path is not supported", where=where)
+            play.vars_files.append(os.path.join(base_dir, os.path.expanduser(f)))
+            play.vars_files_where.append(where)
+    if _any_template(m.get("serial")):
+        play.limit_templates["serial"] = (_plain(m["serial"]), m.value_where("serial"))
+    else:
+        play.serial = _serial(m)
+    mfp = m.get("max_fail_percentage")
+    if is_template(mfp):
+        play.limit_templates["max_fail_percentage"] = (str(mfp), m.value_where("max_fail_percentage"))
+    elif mfp is not None:
+        play.max_fail_percentage = _max_fail(mfp, m.value_where("max_fail_percentage"))
+    play.become = want_bool(m, "become", False)
+    for key, default in (("any_errors_fatal", False), ("gather_facts", True)):
+        if is_template(m.get(key)):
+            play.limit_templates[key] = (str(m[key]), m.value_where(key))
+            setattr(play, key, default)
+        else:
+            setattr(play, key, want_bool(m, key, default))
+    play.tags = want_str_list(m, "tags", split_commas=True)
+    play.become_user = want_str(m, "become_user")
+    play.remote_user = want_str(m, "remote_user")
+    for key, choices, default in (("strategy", STRATEGIES, "linear"), ("order", ORDERS, "inventory")):
+        if is_template(m.get(key)):
+            play.limit_templates[key] = (str(m[key]), m.value_where(key))
+            setattr(play, key, default)
+        else:
+            setattr(play, key, _want_choice(m, key, choices, default))
+    ctx = Load(modules=modules, playbook_dir=base_dir, build_task=build_task, roles_path=tuple(roles_path))
+    inherited = Inherit(tags=list(play.tags), become=play.become, become_user=play.become_user,
+                         remote_user=play.remote_user, base_dir=base_dir, load=ctx)
+    pre = task_list(m, "pre_tasks", modules, inherited, handler=False) or []
+    roles = play_roles(m, inherited)
+    main = task_list(m, "tasks", modules, inherited, handler=False) or []
+    post = task_list(m, "post_tasks", modules, inherited, handler=False) or []
+    # as ansible-core: handlers notified so far run after pre_tasks, after roles + tasks, and at the end
+    play.tasks = pre + ([_flush(m.where)] if pre else []) + roles + main
+    if post:
+        play.tasks += [_flush(m.where)] + post
+    own_handlers = task_list(m, "handlers", modules, inherited, handler=True) or []
+    play.handlers = ctx.handlers + own_handlers        # roles' handlers first, as ansible-core
+    return play
+
+
+def _want_choice(m: Mapping, key, choices, default):
+    v = want_str(m, key)
+    if v is None:
+        return default
+    if v not in choices:
+        raise BadInput(f"'{key}' must be one of {', '.join(choices)}, not {v!r}", where=m.value_where(key))
+    return v
+
+
+def _flush(where: str) -> Task:
+    """The implicit `meta: flush_handlers` ansible-core runs between a play's sections."""
+    args = Mapping({"cmd": "flush_handlers"})
+    args.where = where
+    return Task(where=where, module="meta", args=args, implicit=True, tags=["always"])
+
+
+def load_playbook(path: str, modules: dict[str, type], roles_path=()) -> Playbook:
+    """Load and check a playbook file: a list of plays. Raises BadInput with file:line:col."""
+    data = load_yaml(path)
+    if data is None:
+        raise BadInput("the playbook is empty", where=str(path))
+    if isinstance(data, Mapping):
+        if "import_playbook" in data:
+            raise BadInput(NOT_SUPPORTED["import_playbook"], where=data.key_where("import_playbook"))
+        raise BadInput("a playbook must be a list of plays (start each play with '- hosts: ...')",
+                       where=data.where)
+    if not isinstance(data, Sequence):
+        raise BadInput(f"a playbook must be a list of plays, not {kind(data)}", where=str(path))
+    if not data:
+        raise BadInput("the playbook has no plays", where=data.where)
+    base = os.path.dirname(os.path.abspath(path))
+    book = Playbook(path=str(path))
+    for i, item in enumerate(data):
+        if isinstance(item, Mapping) and "import_playbook" in item:
+            raise BadInput(NOT_SUPPORTED["import_playbook"], where=item.key_where("import_playbook"))
+        if not isinstance(item, Mapping):
+            raise BadInput(f"play #{i + 1} must be a mapping, not {kind(item)}", where=data.item_where(i))
+        book.plays.append(build_play(item, base, modules, i, str(path), roles_path))
+    return book

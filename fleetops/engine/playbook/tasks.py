@@ -1,0 +1,211 @@
+"""One task (module, block, or include) from its YAML mapping: keys sorted into
+keywords and the module, the `action:` forms, loops and conditions."""
+from __future__ import annotations
+
+import difflib
+
+from fleetops.engine.playbook.args import check_args, module_args, resolve_module
+from fleetops.engine.playbook.checks import (close, is_template, kind, want_conditions,
+                                             want_int_or_template, want_name, want_str, want_str_list)
+from fleetops.engine.playbook.includes import find_task_file, include_args, read_task_file, static_name
+from fleetops.engine.playbook.keywords import (BLOCK_KEYS, INCLUDE_TASK_KEYS, LOOP_CONTROL_KEYS, NOT_SUPPORTED,
+                                               ROLE_FROM_KEYS, TASK_KEYS, Inherit, include_kind,
+                                               inherit_keywords, unknown_keys)
+from fleetops.engine.playbook.model import Task
+from fleetops.engine.playbook.roles import load_role
+from fleetops.engine.yamlsrc import Mapping
+from fleetops.errors import BadInput
+
+
+def task_list(m: Mapping, key: str, modules: dict, inherited: Inherit, handler: bool) -> list | None:
+    """The tasks under `key` of m (a play section or a block part); None when absent."""
+    if key not in m or m[key] is None:
+        return [] if key in ("tasks", "handlers") else None
+    raw = m[key]
+    if not isinstance(raw, list):
+        raise BadInput(f"'{key}' must be a list of tasks, not {kind(raw)}", where=m.value_where(key))
+    out = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, Mapping):
+            raise BadInput(f"each entry of '{key}' must be a task (a mapping), not {kind(item)}",
+                           where=raw.item_where(i))
+        out.append(build_task(item, modules, inherited, handler))
+    return out
+
+
+def _action_form(m: Mapping, modules: dict) -> Mapping:
+    """`action: copy src=a dest=b` / `action: {module: copy, ...}` / `local_action:` -> the module form."""
+    keys = [k for k in ("action", "local_action") if k in m]
+    if not keys:
+        return m
+    key = keys[0]
+    if len(keys) > 1:
+        raise BadInput("use either 'action' or 'local_action', not both", where=m.key_where(keys[1]))
+    value, vwhere = m[key], m.value_where(key)
+    if isinstance(value, str):
+        name, _, rest = value.strip().partition(" ")
+        args = rest.strip() or None
+    elif isinstance(value, Mapping) and isinstance(value.get("module"), str):
+        name = value["module"]
+        args = Mapping({k: v for k, v in value.items() if k != "module"})
+        args.where = value.where
+        for k in args:
+            args.set_where(k, value.key_where(k), value.value_where(k))
+    else:
+        raise BadInput(f"'{key}' must be 'MODULE ARGS' or a mapping with 'module', not {kind(value)}",
+                       where=vwhere)
+    if not name or not (resolve_module(name, modules) or include_kind(name)):
+        raise BadInput(f"unknown module {name!r} in '{key}'{close(name, modules)}", where=vwhere)
+    for k in m:
+        if resolve_module(k, modules):
+            raise BadInput(f"task has both '{key}' and module {k!r}", where=m.key_where(k))
+    out = Mapping()
+    out.where = m.where
+    for k, v in m.items():
+        if k == key:
+            out[name] = args
+            out.set_where(name, m.key_where(k), vwhere)
+        else:
+            out[k] = v
+            out.set_where(k, m.key_where(k), m.value_where(k))
+    if key == "local_action":
+        if "delegate_to" in m:
+            raise BadInput("local_action already delegates to localhost", where=m.key_where("delegate_to"))
+        out["delegate_to"] = "localhost"
+        out.set_where("delegate_to", m.key_where(key), vwhere)
+    return out
+
+
+def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
+    m = _action_form(m, modules)
+    task = Task(where=m.where, positions={k: m.key_where(k) for k in m}, is_handler=handler)
+    keys = set(TASK_KEYS)
+    inc_key = next((k for k in m if include_kind(k)), None)
+    extra = [k for k in m if k not in keys and k != inc_key]
+    mods = [k for k in extra if resolve_module(k, modules)]
+    others = [k for k in extra if k not in mods]
+    is_block = "block" in m or inc_key is not None
+    for k in others:
+        if k in NOT_SUPPORTED:
+            raise BadInput(NOT_SUPPORTED[k], where=m.key_where(k))
+        near_key, near_mod = close(k, TASK_KEYS), close(k, modules)
+        if mods or is_block or not isinstance(k, str):
+            raise BadInput(f"unknown key {k!r} in task{near_key or near_mod}", where=m.key_where(k))
+        if difflib.get_close_matches(k, TASK_KEYS, n=1, cutoff=0.8):   # a misspelt keyword, not a module
+            raise BadInput(f"unknown key {k!r} in task{near_key}", where=m.key_where(k))
+        raise BadInput(f"unknown module {k!r}{near_mod}", where=m.key_where(k))
+    if len(mods) > 1:
+        raise BadInput(f"task has two module keys: {mods[0]!r} and {mods[1]!r}", where=m.key_where(mods[1]))
+    if is_block and mods:
+        raise BadInput(f"a block cannot also run a module ({mods[0]!r})", where=m.key_where(mods[0]))
+    if inc_key and "block" in m:
+        raise BadInput(f"a block cannot also be an {include_kind(inc_key)}", where=m.key_where(inc_key))
+    if not is_block:
+        for k in ("rescue", "always"):
+            if k in m:
+                raise BadInput(f"'{k}' needs a 'block'", where=m.key_where(k))
+    if not is_block and not mods:
+        raise BadInput("task has no module (expected one of: " + ", ".join(sorted(modules)) + ")",
+                       where=m.where)
+    if is_block:
+        allowed = INCLUDE_TASK_KEYS + (inc_key,) if inc_key else BLOCK_KEYS
+        what = f"an {include_kind(inc_key)}" if inc_key else "a block"
+        for k in m:
+            if k not in allowed:
+                if inc_key and k in ("loop", "with_items", "loop_control"):
+                    raise BadInput(f"a loop over {what} is not supported: fleetops reads included files "
+                                   "before the run (loop inside the included tasks instead)", where=m.key_where(k))
+                raise BadInput(f"'{k}' is not allowed on {what}", where=m.key_where(k))
+        if handler and not inc_key:
+            raise BadInput("a handler cannot be a block", where=m.key_where("block"))
+
+    task.name = want_str(m, "name")
+    sub, own = inherit_keywords(m, inh)
+    task.own.update(own)
+    (task.when, task.tags, task.vars, task.become, task.become_user, task.check_mode, task.ignore_errors,
+     task.run_once, task.delegate_to, task.remote_user) = (
+        sub.when, sub.tags, sub.vars, sub.become, sub.become_user, sub.check_mode, sub.ignore_errors,
+        sub.run_once, sub.delegate_to, sub.remote_user)
+    task.role, task.role_path, task.defaults = inh.role, inh.role_path, inh.defaults
+
+    task.action = inc_key or (mods[0] if mods else None)
+    if inc_key:
+        task.include = include_kind(inc_key)
+        task.block = include_block(m, inc_key, sub, handler)
+        return task
+    if is_block:
+        task.block = task_list(m, "block", modules, sub, handler)
+        task.rescue = task_list(m, "rescue", modules, sub, handler)
+        task.always = task_list(m, "always", modules, sub, handler)
+        if not task.block:
+            raise BadInput("'block' is empty", where=m.key_where("block"))
+        return task
+
+    key = mods[0]
+    task.module = resolve_module(key, modules)
+    task.positions.setdefault(task.module, m.key_where(key))
+    task.args = module_args(m, key, task.module, modules[task.module], m.key_where(key))
+    if "loop" in m and "with_items" in m:
+        raise BadInput("use either 'loop' or 'with_items', not both", where=m.key_where("with_items"))
+    loop_key = "loop" if "loop" in m else ("with_items" if "with_items" in m else None)
+    if loop_key:
+        loop = m[loop_key]
+        if not isinstance(loop, list) and not is_template(loop) and not (loop_key == "with_items"
+                                                                         and isinstance(loop, str)):
+            raise BadInput(f"'{loop_key}' must be a list or a template giving one, not {kind(loop)}",
+                           where=m.value_where(loop_key))
+        if loop_key == "with_items" and isinstance(loop, str) and not is_template(loop):
+            loop = [loop]                 # ansible-core: a bare with_items string is one item
+        task.loop = loop
+        if loop_key == "with_items":
+            task.positions.setdefault("loop", m.key_where("with_items"))
+    lc = m.get("loop_control")
+    if lc is not None:
+        if not isinstance(lc, Mapping):
+            raise BadInput(f"'loop_control' must be a mapping, not {kind(lc)}",
+                           where=m.value_where("loop_control"))
+        unknown_keys(lc, LOOP_CONTROL_KEYS, "loop_control")
+        task.loop_var = want_name(lc, "loop_var") or "item"
+        task.loop_label = lc.get("label")
+    task.register = want_name(m, "register")
+    task.until = want_conditions(m, "until")
+    task.retries = want_int_or_template(m, "retries")
+    if task.until is not None and task.retries is None:
+        task.retries = 3
+    task.delay = want_int_or_template(m, "delay", default=5)
+    task.failed_when = want_conditions(m, "failed_when")
+    task.changed_when = want_conditions(m, "changed_when")
+    task.notify = want_str_list(m, "notify")
+    task.listen = want_str_list(m, "listen")
+    if task.listen and not handler:
+        raise BadInput("'listen' is only for handlers", where=m.key_where("listen"))
+    if handler and not (task.name or task.listen):
+        raise BadInput("a handler needs a 'name' (or 'listen') to be notified by", where=m.where)
+    check_args(task, modules)
+    return task
+
+
+def include_block(m: Mapping, key: str, inh: Inherit, handler: bool) -> list:
+    """The tasks an include_tasks / import_tasks / include_role / import_role stands for."""
+    what = include_kind(key)
+    if what in ("include_tasks", "import_tasks"):
+        args = include_args(m, key, "file")
+        allowed = ("file", "_raw_params") + (("apply",) if what == "include_tasks" else ())
+        for k in args:
+            if k not in allowed:
+                raise BadInput(f"unknown argument {k!r} for {what} (it takes: {', '.join(allowed[::2])})",
+                               where=args.key_where(k))
+        name = static_name(args.get("file", args.get("_raw_params")), f"{what} file", args.where)
+        if isinstance(args.get("apply"), Mapping):
+            apply = args["apply"]
+            unknown_keys(apply, BLOCK_KEYS[:-4], "apply")
+            inh, _ = inherit_keywords(apply, inh)
+        path = find_task_file(name, inh, args.where)
+        return read_task_file(path, inh, handler, args.where)
+    args = include_args(m, key, "name")
+    for k in args:
+        if k not in ("name", "allow_duplicates", "public") + ROLE_FROM_KEYS:
+            raise BadInput(f"unknown argument {k!r} for {what}", where=args.key_where(k))
+    name = static_name(args.get("name"), f"{what} name", args.where)
+    froms = {k: static_name(args[k], k, args.value_where(k)) for k in ROLE_FROM_KEYS if k in args}
+    return load_role(name, inh, {}, args.where, froms, once=False)
