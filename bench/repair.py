@@ -41,7 +41,7 @@ def main() -> int:
     opts = ap.parse_args()
 
     from tests.corpus import build, damage
-    from tests.repair_lab.seed import Seeder, find_venv
+    from tests.support.seed import Seeder, find_venv
 
     venv = find_venv()
     if venv is None:

@@ -148,7 +148,7 @@ def _cli(*args) -> tuple:
 
 def page_loads(site: str, rounds: int = 3) -> dict:
     """Median ms from navigation until the page has drawn its rows/charts, per page, in headless Chromium."""
-    from tests.report.chromium import Chromium
+    from tests.support.chromium import Chromium
 
     first_run = json.loads(open(os.path.join(site, "data", "page", "runs.js")).read().split(", ", 1)[1]
                            .rstrip(");\n"))["runs"][0]["id"]
@@ -206,7 +206,7 @@ def main() -> int:
         with open(allrows, "w") as f:
             f.write(text.replace("<script>Site.start(", "<script>Site.PAGE_SIZE = 1e9; Site.start("))
         paged = loads["fleet now"]
-        from tests.report.chromium import Chromium
+        from tests.support.chromium import Chromium
         with Chromium(tempfile.mkdtemp(prefix="fo-bench-chrome-")) as browser:
             whole = sorted(browser.load_time(allrows, "table.grid tbody tr") for _ in range(3))[1]
         print(f"alternative, Fleet now with every row in the DOM: {whole:.0f} ms -> paged is {whole / paged:.1f}x faster")

@@ -43,7 +43,7 @@ def main() -> int:
     opts = ap.parse_args()
 
     from fleetops.lab.lab import Lab
-    from tests.repair_lab.seed import Seeder, find_venv
+    from tests.support.seed import Seeder, find_venv
 
     lab = Lab(opts.lab, prefix=opts.prefix)
     seeder = Seeder(lab, opts.registry, venv=find_venv())

@@ -15,5 +15,5 @@ for v in $(grep -v '^#' "$ROOT/tests/hermes_matrix.txt" | awk 'NF {print $1}' | 
   PYTHON=/usr/bin/python3 bash "$ROOT/scripts/hermes-venv.sh" "$v" >/dev/null
 done
 cd "$ROOT"
-# -rs: every skip is listed with its reason; tests/skip_policy.py fails the run on one outside its allow-list
+# -rs: every skip is listed with its reason; tests/support/skip_policy.py fails the run on one outside its allow-list
 exec "$VENV/bin/python" -m pytest -p no:cacheprovider -rs "$@"

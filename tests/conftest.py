@@ -17,7 +17,11 @@ import pytest
 
 from fleetops.lab import Lab
 
-pytest_plugins = ["tests.skip_policy"]
+# Fixtures shared across tests/unit, tests/lab and tests/scenario live in tests/support/.
+pytest_plugins = ["tests.support.skip_policy", "tests.support.audit", "tests.support.backup",
+                  "tests.support.playbook_run", "tests.support.cli_run", "tests.support.install",
+                  "tests.support.postgres", "tests.support.hermes_procs", "tests.support.lab_seed",
+                  "tests.support.salvage"]
 
 
 def pytest_configure(config):

@@ -4,9 +4,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
+from tests.support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 
 
 def _pytest(tmp_path, reason):
@@ -14,7 +14,7 @@ def _pytest(tmp_path, reason):
         "import pytest\n\ndef test_ok():\n    pass\n\n"
         f"def test_gone():\n    pytest.skip({reason!r})\n")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "tests.skip_policy",
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "tests.support.skip_policy",
                            "-rs", "-q", "test_x.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=120)
 

@@ -22,11 +22,11 @@ from typing import Optional
 HERE = Path(__file__).resolve().parent
 GEN = HERE / "hermes_gen.py"
 try:
-    from tests import hermes_matrix
+    from tests.support import hermes_matrix
 except ImportError:          # run as a script from tests/corpus
     import sys
     sys.path.insert(0, str(HERE.parent.parent))
-    from tests import hermes_matrix
+    from tests.support import hermes_matrix
 VENV = hermes_matrix.get(hermes_matrix.OLDEST).venv    # the default version's venv
 CACHE = Path(os.environ.get("FLEETOPS_CORPUS_CACHE", "/var/tmp/fleetops-corpus-cache"))
 SIDECARS = ("", "-wal", "-shm")

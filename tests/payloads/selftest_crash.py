@@ -1,4 +1,4 @@
-"""Self-test payload: prints some noise, then raises. Used by the fault suite (tests/faults/)
+"""Self-test payload: prints some noise, then raises. Used by the fault suite (tests/lab/faults/)
 to prove that a payload crashing on a host is reported as that host's failure, with the tail of
 its traceback, and that the run goes on. Harmless: it reads and writes nothing on the host.
 

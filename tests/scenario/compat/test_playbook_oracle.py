@@ -1,0 +1,97 @@
+"""Real playbooks (tests/data/ansible/playbooks: ansible-core's own integration targets, trellis,
+ansible-for-devops) listed by `ansible-playbook --list-hosts --list-tasks` (ansible-core 2.19, the
+oracle) and by fleetops' own reading of them (`fleetops run --list-hosts --list-tasks`).
+
+A playbook ansible-core lists must be listed the same by fleetops (hosts compared as a set: ansible
+prints a set), or refused for a reason README "Differences from Ansible" names (REFUSALS), or be
+one of DIFFERENCES. A playbook ansible-core refuses (a Galaxy role that is not there) fleetops
+must refuse too.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+
+from fleetops.engine.inventory import load_inventory
+from fleetops.engine.listing import outline
+from fleetops.engine.playbook import load_playbook
+from fleetops.errors import BadInput
+from fleetops.modules.registry import get_modules
+from tests.support import oracle
+from tests.support.paths import DATA
+
+CORPUS = os.path.join(DATA, "ansible", "playbooks")
+SKIP_DIRS = {"roles", "group_vars", "host_vars", "tasks", "handlers", "templates", "vars", "defaults",
+             "molecule", "files", "meta"}
+# fleetops refuses these on purpose (README "Differences from Ansible"): message fragments
+REFUSALS = ("unknown module", "unknown argument", "a templated include_tasks file", "a templated include_role",
+            "a templated import_role", "a loop over an include", "import_playbook is not supported",
+            "include_vars is not supported", "is not allowed on an include", "'strategy' must be one of",
+            "must be true or false, not a string", "unknown key 'debugger'", "in 'action'",
+            "argument 'cmd' of module 'meta' must be one of", "unknown key 'notify' in apply",
+            "a task file must be a list of tasks", "must be a name, not nothing", "not found",
+            "delegate_to", "must be a non-empty string", "vars_prompt is not supported",
+            "is in a collection", "unknown key 'force_handlers'", "'notify' is not allowed on",
+            "a handler needs a 'name'", "a templated tasks_from")
+# listed, but not as ansible-core lists them (README "Differences from Ansible")
+DIFFERENCES = {"ansible-core/tags/test_template_parent_tags.yml": "templated tags are not rendered"}
+
+pytestmark = pytest.mark.skipif(not oracle.available(),
+                                reason="ansible-core missing: scripts/setup.sh installs the [test] extra")
+
+
+def _is_playbook(path: str) -> bool:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except (yaml.YAMLError, UnicodeDecodeError):
+        return False
+    return (isinstance(data, list) and bool(data)
+            and all(isinstance(x, dict) and ("hosts" in x or "import_playbook" in x) for x in data))
+
+
+def playbooks() -> list:
+    out = []
+    for root, dirs, files in os.walk(CORPUS):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
+        for f in sorted(files):
+            path = os.path.join(root, f)
+            if f.endswith((".yml", ".yaml")) and _is_playbook(path):
+                out.append(pytest.param(path, id=os.path.relpath(path, CORPUS)))
+    return out
+
+
+def _inventory(playbook: str, tmp_path) -> str:
+    d = os.path.dirname(playbook)
+    for name in ("inventory", "hosts.ini", "hosts", "inventory.yml"):
+        if os.path.isfile(os.path.join(d, name)):
+            return os.path.join(d, name)
+    path = tmp_path / "inventory.ini"
+    path.write_text("localhost ansible_connection=local\n")
+    return str(path)
+
+
+def test_corpus_is_attributed():
+    with open(os.path.join(CORPUS, "INDEX.tsv"), encoding="utf-8") as fh:
+        rows = [line.split("\t") for line in fh if not line.startswith("#")]
+    assert {r[0] for r in rows} == {d for d in os.listdir(CORPUS) if os.path.isdir(os.path.join(CORPUS, d))}
+    assert len(playbooks()) >= 100
+
+
+@pytest.mark.parametrize("path", playbooks())
+def test_playbook_lists_as_ansible_core_lists_it(path, tmp_path):
+    inv = _inventory(path, tmp_path)
+    want = oracle.run("ansible-playbook", "-i", inv, path, "--list-tasks", "--list-hosts", cwd=os.path.dirname(path))
+    try:
+        got = outline(load_playbook(path, get_modules()), load_inventory(inv))
+    except BadInput as exc:
+        if want.returncode != 0:
+            return                      # refused by both
+        assert any(f in exc.msg for f in REFUSALS), f"fleetops refuses, ansible-core lists it: {exc}"
+        return
+    assert want.returncode == 0, f"ansible-core refuses what fleetops reads: {want.stderr[-500:]}"
+    same = sorted(want.stdout.split("\n")) == sorted(got.split("\n"))
+    rel = os.path.relpath(path, CORPUS)
+    assert same != (rel in DIFFERENCES), (want.stdout, got)

@@ -1,0 +1,67 @@
+"""The Hermes versions the suite runs against, read from tests/hermes_matrix.txt.
+
+Why one file for the shell and the tests: scripts/hermes-venv.sh installs each version into its
+own venv from the same lines the tests read, so a version added there is built on a fresh CI
+machine and exercised by every test parametrised over VERSIONS.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+MATRIX_FILE = Path(__file__).resolve().parents[1] / "hermes_matrix.txt"
+BASE = Path("/opt/fleetops-test")
+
+
+@dataclass(frozen=True)
+class HermesVersion:
+    version: str
+    requirement: str
+    command: str
+
+    @property
+    def dist(self) -> str:
+        return self.requirement.split("==")[0]
+
+    @property
+    def venv(self) -> Path:
+        """The venv the corpus builds stores with (the oldest version keeps its historic path)."""
+        if self.version == "0.19.0":
+            return Path(os.environ.get("FLEETOPS_HERMES_VENV", BASE / "hermes-venv"))
+        return BASE / f"hermes-{self.version}-venv"
+
+    @property
+    def lab_venv(self) -> Path:
+        """The venv lab users run the real gateway from (on the system python, readable by them)."""
+        if self.version == "0.19.0":
+            return Path(os.environ.get("FLEETOPS_LAB_HERMES_VENV", BASE / "hermes-venv-shared"))
+        return self.venv
+
+    @property
+    def install_hint(self) -> str:
+        return f"PYTHON=/usr/bin/python3 sh scripts/hermes-venv.sh {self.version}"
+
+
+def _load() -> list:
+    out = []
+    for line in MATRIX_FILE.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            v, req, cmd = line.split()
+            out.append(HermesVersion(v, req, cmd))
+    return out
+
+
+VERSIONS = _load()
+BY_VERSION = {v.version: v for v in VERSIONS}
+ALL = [v.version for v in VERSIONS]
+OLDEST = ALL[0]
+NEWER = [v.version for v in VERSIONS[1:]]
+
+
+def get(version: str) -> HermesVersion:
+    try:
+        return BY_VERSION[version]
+    except KeyError:
+        raise KeyError(f"Hermes {version} is not in {MATRIX_FILE.name}") from None
