@@ -33,7 +33,6 @@ import os
 import re
 import shutil
 import sqlite3
-import struct
 import subprocess
 import sys
 import tempfile
@@ -50,6 +49,8 @@ from fleetops.remote.hermes import journal as hermes_journal
 from fleetops.remote.hermes import paths as hermes_paths
 from fleetops.remote.hermes import persistence as hermes_persistence
 from fleetops.remote.host.durable import sha256_file
+from fleetops.remote.sqlite import fileformat as sqlite_format
+from fleetops.remote.sqlite import workers as sqlite_workers
 
 AUDIT_VERSION = 1
 VERDICTS = ("healthy", "fts_index_damage", "index_damage", "structural_corruption",
@@ -71,6 +72,9 @@ DEFAULTS = {
     "log_tail_bytes": 1048576,
     "stale_hours": 6,
     "write_probe": False,
+    "jobs": 0,            # check workers: 0 = one per core this process may use
+    "budget_gb": 0,       # > 0: on a bigger store, no FTS index walk unless deep
+    "cache_kib": 8192,    # SQLite page cache per connection
 }
 FTS_SHADOW_SUFFIXES = ("_data", "_idx", "_content", "_docsize", "_config",            # fts5
                        "_segments", "_segdir", "_stat")                               # fts3/4
@@ -160,7 +164,8 @@ def _file_facts(path):
 
 
 def read_header(path):
-    """The 100-byte SQLite header, parsed without SQLite: {"valid": bool, "reason", page_size, ...}."""
+    """The 100-byte SQLite header, parsed by the shared format reader without SQLite:
+    {"valid": bool, "reason", page_size, ...}."""
     try:
         with open(path, "rb") as f:
             buf = f.read(100)
@@ -168,30 +173,27 @@ def read_header(path):
         return {"valid": False, "reason": "cannot read: %s" % exc.strerror}
     if len(buf) == 0:
         return {"valid": False, "reason": "empty file (0 bytes)"}
-    if len(buf) < 100 or buf[:16] != b"SQLite format 3\x00":
+    if len(buf) < 100 or buf[:16] != sqlite_format.HEADER_MAGIC:
         return {"valid": False, "reason": "not a SQLite database (bad header)"}
-    page_size = struct.unpack(">H", buf[16:18])[0]
-    if page_size == 1:
-        page_size = 65536
-    fields = struct.unpack(">IIIIIIIIIIII", buf[24:72])
-    change_counter, in_header_pages, _trunk, freelist = fields[0], fields[1], fields[2], fields[3]
-    version_valid_for = struct.unpack(">I", buf[92:96])[0]
-    write_ver, read_ver = buf[18], buf[19]
-    valid_ps = page_size >= 512 and (page_size & (page_size - 1)) == 0
-    out = {
-        "valid": valid_ps, "reason": None if valid_ps else "invalid page size %d" % page_size,
-        "page_size": page_size,
-        "page_count": in_header_pages if in_header_pages and version_valid_for == change_counter else None,
-        "freelist_count": freelist,
-        "journal_mode": "wal" if (write_ver, read_ver) == (2, 2) else ("rollback" if (write_ver, read_ver) == (1, 1)
-                                                                       else "unknown(%d,%d)" % (write_ver, read_ver)),
-        "schema_cookie": fields[4],
-        "schema_format": fields[5],
-        "text_encoding": {1: "UTF-8", 2: "UTF-16le", 3: "UTF-16be"}.get(fields[8], str(fields[8])),
-        "user_version": fields[9],
-        "sqlite_version_number": struct.unpack(">I", buf[96:100])[0],
+    try:
+        h = sqlite_format.parse_header(buf)
+    except sqlite_format.FormatError as exc:
+        return {"valid": False, "reason": "invalid header: %s" % exc}
+    versions = (h.write_version, h.read_version)
+    return {
+        "valid": True, "reason": None,
+        "page_size": h.page_size,
+        "page_count": h.header_page_count if h.header_page_count and h.version_valid_for == h.change_counter
+        else None,
+        "freelist_count": h.freelist_count,
+        "journal_mode": "wal" if versions == (2, 2) else ("rollback" if versions == (1, 1)
+                                                          else "unknown(%d,%d)" % versions),
+        "schema_cookie": h.schema_cookie,
+        "schema_format": h.schema_format,
+        "text_encoding": {1: "UTF-8", 2: "UTF-16le", 3: "UTF-16be"}.get(h.text_encoding, str(h.text_encoding)),
+        "user_version": h.user_version,
+        "sqlite_version_number": h.sqlite_version,
     }
-    return out
 
 
 def _free_space(path):
@@ -233,6 +235,33 @@ def open_readonly(db, header, timeout=10.0):
             if conn is not None:
                 conn.close()
     raise last
+
+
+def conn_uri(db, mode):
+    """The URI open_readonly opened `db` with in `mode`: each worker opens the file the same way."""
+    base = "file:%s?mode=ro" % _urlquote(os.path.abspath(db))
+    return base + {"immutable": "&immutable=1", "ro+readonly_shm": "&readonly_shm=1"}.get(mode, "")
+
+
+def bound_memory(conn, opts):
+    """A fixed page cache and no memory map per connection: a 10 GB store costs the host a few
+    MB per worker, not its size in RAM, and evicts little of the page cache the gateway uses."""
+    conn.execute("PRAGMA cache_size=-%d" % int(opts["cache_kib"]))
+    conn.execute("PRAGMA mmap_size=0")
+
+
+def _worker_connection(uri, opts):
+    """One more read-only connection, in its own read transaction, for a check worker."""
+    conn = sqlite3.connect(uri, uri=True, timeout=opts["busy_timeout"], isolation_level=None,
+                           check_same_thread=False)
+    try:
+        bound_memory(conn, opts)
+        conn.execute("BEGIN")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error:
+        conn.close()
+        raise
+    return conn
 
 
 # --- schema -----------------------------------------------------------------------------------
@@ -282,93 +311,37 @@ def _base_tables(objs):
 
 # --- page -> b-tree map (for SQLite < 3.43, whose check lines name pages, not trees) ----------
 
-class PageReader(object):
-    """Raw pages of the main file with the WAL's committed frames laid over it (no SQLite involved).
+def page_owners(db, header, objs, use_wal, wanted=None):
+    """{page number: object name} for the pages reachable from each root (interior, leaf, and the
+    damaged ones a parent points at), by the shared format reader; with `wanted`, the walk
+    stops once every wanted page is placed and only those are kept.
 
-    Only used to say which b-tree a page reported by the integrity check belongs to; frames are
-    taken up to the last commit frame whose salts match the WAL header.
+    Only used to say which b-tree a page named by the integrity check belongs to. With
+    `use_wal` the WAL's frames are laid over the main file up to its last commit whose
+    cumulative checksums hold, as SQLite itself would read them.
     """
-
-    def __init__(self, db, page_size, use_wal):
-        self.db = db
-        self.page_size = page_size
-        self.frames = {}
-        self.f = open(db, "rb")
-        if use_wal:
-            try:
-                self._load_wal(db + "-wal")
-            except (OSError, struct.error):
-                self.frames = {}
-
-    def _load_wal(self, path):
-        with open(path, "rb") as w:
-            hdr = w.read(32)
-            if len(hdr) < 32:
-                return
-            magic, _v, ps, _seq, s1, s2 = struct.unpack(">IIIIII", hdr[:24])
-            if magic not in (0x377F0682, 0x377F0683) or ps != self.page_size:
-                return
-            pending = {}
-            off = 32
-            while True:
-                fh = w.read(24)
-                if len(fh) < 24:
-                    break
-                pgno, commit, f1, f2 = struct.unpack(">IIII", fh[:16])
-                if (f1, f2) != (s1, s2):
-                    break
-                if len(w.read(ps)) < ps:
-                    break
-                pending[pgno] = off + 24
-                off += 24 + ps
-                if commit:
-                    self.frames.update(pending)
-                    pending = {}
-        self.wal_path = path
-
-    def page(self, pgno):
-        if pgno in self.frames:
-            with open(self.wal_path, "rb") as w:
-                w.seek(self.frames[pgno])
-                return w.read(self.page_size)
-        self.f.seek((pgno - 1) * self.page_size)
-        return self.f.read(self.page_size)
-
-    def close(self):
-        self.f.close()
-
-
-def page_owners(db, header, objs, use_wal, limit=2000000):
-    """{page number: object name} for every interior and leaf page reachable from each root."""
-    ps = header["page_size"]
-    reader = PageReader(db, ps, use_wal)
+    overlay, db_pages = {}, None
+    if use_wal and os.path.exists(db + "-wal"):
+        try:
+            w = sqlite_format.read_wal(db + "-wal", header["page_size"])
+            if not w.get("error"):
+                overlay, db_pages = w["pages"], w["db_pages"]
+        except (OSError, sqlite_format.FormatError):
+            overlay = {}
     owners = {}
-    try:
+    wanted = set(wanted) if wanted is not None else None
+    with sqlite_format.SQLiteFile(db, overlay=overlay, page_count=db_pages) as f:
+        claimed = {}
         for o in sorted(objs.values(), key=lambda x: x["rootpage"] or 0):
             root = o["rootpage"]
             if not root:
                 continue
-            stack = [int(root)]
-            while stack and len(owners) < limit:
-                pg = stack.pop()
-                if pg in owners or pg < 1:
-                    continue
-                owners[pg] = o["name"]
-                data = reader.page(pg)
-                if len(data) < ps:
-                    continue
-                h = 100 if pg == 1 else 0
-                typ = data[h]
-                if typ not in (2, 5):
-                    continue  # leaf or garbage: the page is still this tree's
-                ncells = struct.unpack(">H", data[h + 3:h + 5])[0]
-                stack.append(struct.unpack(">I", data[h + 8:h + 12])[0])
-                for i in range(min(ncells, (ps - h - 12) // 2)):
-                    ptr = struct.unpack(">H", data[h + 12 + 2 * i:h + 14 + 2 * i])[0]
-                    if ptr + 4 <= len(data):
-                        stack.append(struct.unpack(">I", data[ptr:ptr + 4])[0])
-    finally:
-        reader.close()
+            walk = f.walk_btree(int(root), owner=o["name"], claimed=claimed)
+            for pg in list(walk.pages) + list(walk.bad_pages):
+                if wanted is None or pg in wanted:
+                    owners.setdefault(pg, o["name"])
+            if wanted is not None and wanted.issubset(owners):
+                break
     return owners
 
 
@@ -402,6 +375,10 @@ def attribute(lines, objs, owner_of=None):
         if len(g["samples"]) < SAMPLES:
             g["samples"].append(line)
 
+    if hasattr(owner_of, "want"):
+        owner_of.want(int(m.group(1)) for m in (
+            (_OLD_TREE_RE.match(line) or _PAGE_MSG_RE.match(line)) for line in lines
+            if not (_TREE_RE.match(line) or _TREE_ONLY_RE.match(line))) if m)
     for line in lines:
         if line.startswith("*** in database"):
             continue
@@ -519,52 +496,56 @@ def _count(conn, sql):
 
 def index_honesty(conn, objs):
     """Per base table: count(*) vs count(*) NOT INDEXED vs distinct keys of a table scan, and per index its entries."""
-    out = {}
-    for o in sorted(_base_tables(objs), key=lambda x: x["name"]):
-        t = o["name"]
-        q = _qi(t)
-        rec = {"count": None, "count_scan": None, "distinct_rowid": None, "distinct_pk": None,
-               "duplicates": 0, "indexes": {}, "errors": []}
-        without_rowid = bool(re.search(r"\bWITHOUT\s+ROWID\b", o["sql"], re.I))
+    return dict((o["name"], table_honesty(conn, o, objs)) for o in sorted(_base_tables(objs), key=lambda x: x["name"]))
+
+
+def table_honesty(conn, o, objs):
+    """One base table's honesty figures; every query in the caller's one read transaction."""
+    t = o["name"]
+    q = _qi(t)
+    rec = {"count": None, "count_scan": None, "distinct_rowid": None, "distinct_pk": None,
+           "duplicates": 0, "indexes": {}, "errors": []}
+    without_rowid = bool(re.search(r"\bWITHOUT\s+ROWID\b", o["sql"], re.I))
+    table_side = {}
+    try:
+        rec["count"] = _count(conn, "SELECT count(*) FROM %s" % q)
+        rec["count_scan"] = _count(conn, "SELECT count(*) FROM %s NOT INDEXED" % q)
+        pk = [r[1] for r in sorted(conn.execute("PRAGMA table_info(%s)" % q).fetchall(), key=lambda r: r[5])
+              if r[5]]
+        if not without_rowid:
+            # the distinct rowids of a table scan are also every full index's expected fingerprint:
+            # one scan for both
+            table_side[""] = _fingerprint(conn, q, "", rowid=True)
+            rec["distinct_rowid"] = table_side[""][0]
+        if pk and not (len(pk) == 1 and not without_rowid and _is_integer_pk(conn, t, pk[0])):
+            cols = ", ".join("+" + _qi(c) for c in pk)  # unary +: the planner may not assume uniqueness
+            rec["distinct_pk"] = _count(conn, "SELECT count(*) FROM (SELECT DISTINCT %s FROM %s NOT INDEXED)"
+                                        % (cols, q))
+        distinct = [d for d in (rec["distinct_rowid"], rec["distinct_pk"]) if d is not None]
+        if distinct:
+            rec["duplicates"] = max(0, rec["count_scan"] - min(distinct))
+    except sqlite3.Error as exc:
+        rec["errors"].append("%s: %s" % (type(exc).__name__, exc))
+        return rec
+    for idx in conn.execute("PRAGMA index_list(%s)" % q).fetchall():
+        iname, partial = idx[1], (idx[4] if len(idx) > 4 else 0)
+        if without_rowid and idx[3] == "pk":
+            continue  # the table b-tree itself
+        io = objs.get(iname, {})
+        where = _partial_where(io.get("sql")) if partial else None
+        w = (" WHERE %s" % where) if where else ""
         try:
-            rec["count"] = _count(conn, "SELECT count(*) FROM %s" % q)
-            rec["count_scan"] = _count(conn, "SELECT count(*) FROM %s NOT INDEXED" % q)
-            pk = [r[1] for r in sorted(conn.execute("PRAGMA table_info(%s)" % q).fetchall(), key=lambda r: r[5])
-                  if r[5]]
-            if not without_rowid:
-                rec["distinct_rowid"] = _count(conn, "SELECT count(DISTINCT rowid+0) FROM %s NOT INDEXED" % q)
-            if pk and not (len(pk) == 1 and not without_rowid and _is_integer_pk(conn, t, pk[0])):
-                cols = ", ".join("+" + _qi(c) for c in pk)  # unary +: the planner may not assume uniqueness
-                rec["distinct_pk"] = _count(conn, "SELECT count(*) FROM (SELECT DISTINCT %s FROM %s NOT INDEXED)"
-                                            % (cols, q))
-            distinct = [d for d in (rec["distinct_rowid"], rec["distinct_pk"]) if d is not None]
-            if distinct:
-                rec["duplicates"] = max(0, rec["count_scan"] - min(distinct))
+            if w not in table_side:
+                table_side[w] = _fingerprint(conn, q, w, rowid=not without_rowid)
+            expected = table_side[w]
+            entries = _fingerprint(conn, q, w, indexed_by=iname, rowid=not without_rowid)
+            rec["indexes"][iname] = {"entries": entries[0], "expected": expected[0],
+                                     "rowid_sum_ok": entries[1] == expected[1],
+                                     "ok": entries == expected}
         except sqlite3.Error as exc:
-            rec["errors"].append("%s: %s" % (type(exc).__name__, exc))
-            out[t] = rec
-            continue
-        table_side = {}
-        for idx in conn.execute("PRAGMA index_list(%s)" % q).fetchall():
-            iname, partial = idx[1], (idx[4] if len(idx) > 4 else 0)
-            if without_rowid and idx[3] == "pk":
-                continue  # the table b-tree itself
-            io = objs.get(iname, {})
-            where = _partial_where(io.get("sql")) if partial else None
-            w = (" WHERE %s" % where) if where else ""
-            try:
-                if w not in table_side:
-                    table_side[w] = _fingerprint(conn, q, w, rowid=not without_rowid)
-                expected = table_side[w]
-                entries = _fingerprint(conn, q, w, indexed_by=iname, rowid=not without_rowid)
-                rec["indexes"][iname] = {"entries": entries[0], "expected": expected[0],
-                                         "rowid_sum_ok": entries[1] == expected[1],
-                                         "ok": entries == expected}
-            except sqlite3.Error as exc:
-                rec["indexes"][iname] = {"entries": None, "expected": None, "ok": None,
-                                         "error": "%s: %s" % (type(exc).__name__, exc)}
-        out[t] = rec
-    return out
+            rec["indexes"][iname] = {"entries": None, "expected": None, "ok": None,
+                                     "error": "%s: %s" % (type(exc).__name__, exc)}
+    return rec
 
 
 def _fingerprint(conn, table_sql, where, indexed_by=None, rowid=True):
@@ -623,86 +604,199 @@ def foreign_keys(conn, honesty, limit=100000):
 
 # --- FTS --------------------------------------------------------------------------------------
 
-def _varints(blob):
-    out = []
-    i = 0
-    n = len(blob or b"")
-    while i < n:
-        v = 0
-        for _ in range(9):
-            b = blob[i]
-            i += 1
-            v = (v << 7) | (b & 0x7F)
-            if not b & 0x80 or i >= n:
-                break
-        out.append(v)
-    return out
+def _docsize_tokens(blob):
+    """Tokens one *_docsize row counts: the sum of its varints (one per column)."""
+    total, off, n = 0, 0, len(blob or b"")
+    while off < n:
+        v, off = sqlite_format.read_varint(blob, off)
+        total += v
+    return total
 
 
-def fts_checks(conn, objs, fts, tooling):
-    """Per FTS5 table, read-only: walk the whole index (fts5vocab in TEMP), compare with *_docsize, MATCH probe."""
-    out = {}
+def fts_record(spec):
+    return {"module": spec["module"], "tokenizer": spec["tokenizer"], "checked": False, "ok": None,
+            "errors": [], "index_tokens": None, "docsize_tokens": None, "docsize_rows": None,
+            "content_rows": None, "terms": None, "probe": None}
+
+
+def fts_unchecked(spec, tooling):
+    """Why this host cannot check an FTS table at all, or None."""
+    if spec["module"] != "fts5":
+        return "%s tables are not checked (Hermes uses fts5)" % spec["module"]
+    if not tooling.get("fts5"):
+        return "host SQLite %s has no FTS5: cannot check" % sqlite3.sqlite_version
+    if spec["tokenizer"] == "trigram" and not tooling.get("trigram"):
+        return ("host SQLite %s has no trigram tokenizer (needs 3.34+): the table cannot be opened "
+                "here; only its shadow b-trees were checked" % sqlite3.sqlite_version)
+    return None
+
+
+def fts_vocab(worker, name, n):
+    """The fts5vocab table over `name` in this worker connection's TEMP schema (never the file),
+    made once per connection; raises sqlite3.Error when FTS5 refuses it."""
+    vocab = worker.cache.get(("vocab", name))
+    if vocab is None:
+        vocab = "temp.%s" % _qi("fleetops_vocab_%d" % n)
+        worker.conn.execute("CREATE VIRTUAL TABLE %s USING fts5vocab('main', %s, 'row')"
+                            % (vocab, "'" + name.replace("'", "''") + "'"))
+        worker.cache[("vocab", name)] = vocab
+    return vocab
+
+
+def fts_term_ranges(conn, name, pieces):
+    """Term ranges that split `name`'s index walk into about `pieces` parts of similar size, cut
+    at the first terms of its leaf pages in *_idx (main index terms start with "0"); [None]
+    (one range: everything) when it cannot be split."""
+    if pieces <= 1:
+        return [None]
+    try:
+        rows = conn.execute("SELECT term FROM %s NOT INDEXED" % _qi(name + "_idx")).fetchall()
+    except sqlite3.Error:
+        return [None]
+    terms = set()
+    for (t,) in rows:
+        if isinstance(t, bytes) and t[:1] == b"0" and len(t) > 1:
+            try:
+                terms.add(t[1:].decode("utf-8"))
+            except UnicodeDecodeError:
+                continue
+    terms = sorted(terms)
+    if len(terms) < 4 * pieces:
+        return [None]
+    cuts = sorted(set(terms[len(terms) * i // pieces] for i in range(1, pieces)))
+    bounds = [None] + cuts
+    return [(bounds[i], bounds[i + 1] if i + 1 < len(bounds) else None) for i in range(len(bounds))]
+
+
+def fts_walk(worker, name, n, term_range):
+    """(terms, tokens) of one term range of the index (None: all of it), walking every doclist."""
+    vocab = fts_vocab(worker, name, n)
+    where, args = [], []
+    if term_range is not None:
+        lo, hi = term_range
+        if lo is not None:
+            where.append("term >= ?")
+            args.append(lo)
+        if hi is not None:
+            where.append("term < ?")
+            args.append(hi)
+    sql = "SELECT count(*), sum(cnt) FROM %s" % vocab + (" WHERE " + " AND ".join(where) if where else "")
+    return worker.conn.execute(sql, args).fetchone()
+
+
+def fts_docsize(conn, name):
+    rows = 0
+    tokens = 0
+    for (sz,) in conn.execute("SELECT sz FROM %s NOT INDEXED" % _qi(name + "_docsize")):
+        rows += 1
+        tokens += _docsize_tokens(sz)
+    return rows, tokens
+
+
+def _failure(exc):
+    return "%s: %s" % (type(exc).__name__, exc)
+
+
+def _attempt(fn, *args):
+    """("ok", value) or ("error", message): a unit's SQLite or format error becomes evidence."""
+    try:
+        return ("ok", fn(*args))
+    except (sqlite3.Error, sqlite_format.FormatError) as exc:
+        return ("error", _failure(exc))
+
+
+def fts_units(objs, fts, tooling, walk_skipped, pieces, skip):
+    """(records, units) for every FTS table: the index walk (split into `pieces` term ranges),
+    the *_docsize and *_content scans and the MATCH probe, each a unit of its own; fts_finish
+    combines them. `walk_skipped`, when set, is why the walks do not run (the budget)."""
+    records, units = {}, []
     for n, (name, spec) in enumerate(sorted(fts.items())):
-        rec = {"module": spec["module"], "tokenizer": spec["tokenizer"], "checked": False, "ok": None,
-               "errors": [], "index_tokens": None, "docsize_tokens": None, "docsize_rows": None,
-               "content_rows": None, "terms": None, "probe": None}
-        out[name] = rec
-        if spec["module"] != "fts5":
-            rec["reason"] = "%s tables are not checked (Hermes uses fts5)" % spec["module"]
-            continue
-        if not tooling.get("fts5"):
-            rec["reason"] = "host SQLite %s has no FTS5: cannot check" % sqlite3.sqlite_version
-            continue
-        if spec["tokenizer"] == "trigram" and not tooling.get("trigram"):
-            rec["reason"] = ("host SQLite %s has no trigram tokenizer (needs 3.34+): the table cannot be opened "
-                             "here; only its shadow b-trees were checked" % sqlite3.sqlite_version)
+        rec = fts_record(spec)
+        records[name] = rec
+        why = fts_unchecked(spec, tooling)
+        if why:
+            rec["reason"] = why
             continue
         rec["checked"] = True
-        vocab = "temp.%s" % _qi("fleetops_vocab_%d" % n)
-        try:
-            conn.execute("CREATE VIRTUAL TABLE %s USING fts5vocab('main', %s, 'row')"
-                         % (vocab, "'" + name.replace("'", "''") + "'"))
-        except sqlite3.Error as exc:
-            rec["errors"].append("fts5vocab: %s: %s" % (type(exc).__name__, exc))
+        check = "fts:" + name
+        units.append(sqlite_workers.Unit(check + ":vocab", check,
+                                         lambda w, name=name, n=n: _attempt(fts_vocab, w, name, n), skip=skip))
+        if walk_skipped:
+            rec["walk_skipped"] = walk_skipped
+        else:
+            ranges = sqlite_workers.Unit(check + ":ranges", check,
+                                         lambda w, name=name: fts_term_ranges(w.conn, name, pieces), skip=skip)
+            units.append(ranges)
+            for i in range(max(1, pieces)):
+                def walk(w, name=name, n=n, i=i, ranges=ranges):
+                    if i >= len(ranges.result or ()):
+                        return None
+                    return _attempt(fts_walk, w, name, n, ranges.result[i])
+                units.append(sqlite_workers.Unit("%s:walk:%d" % (check, i), check, walk,
+                                                 deps=(ranges.name,), skip=skip))
+        if spec["columnsize"] and (name + "_docsize") in objs:
+            units.append(sqlite_workers.Unit(check + ":docsize", check,
+                                             lambda w, name=name: _attempt(fts_docsize, w.conn, name), skip=skip))
+        if (name + "_content") in objs:
+            units.append(sqlite_workers.Unit(check + ":content", check, lambda w, name=name: _attempt(
+                _count, w.conn, "SELECT count(*) FROM %s NOT INDEXED" % _qi(name + "_content")), skip=skip))
+
+        def probe(w, name=name, n=n):
+            try:
+                vocab = fts_vocab(w, name, n)
+            except sqlite3.Error as exc:
+                return None, ["fts5vocab: " + _failure(exc)]
+            holder = {"errors": []}
+            return _match_probe(w.conn, name, vocab, holder), holder["errors"]
+        units.append(sqlite_workers.Unit(check + ":probe", check, probe, skip=skip))
+    return records, units
+
+
+def fts_finish(records, fts, units):
+    """Fill each checked FTS record from its units' results, errors in the order one pass over
+    the table would meet them: the index walk, *_docsize, *_content, the two comparisons, the probe."""
+    for name, rec in records.items():
+        if not rec["checked"]:
+            continue
+        spec = fts[name]
+        check = "fts:" + name
+        got = dict((u.name[len(check) + 1:], u) for u in units.values() if u.check == check)
+        vocab = got["vocab"].result
+        if vocab and vocab[0] == "error":
+            rec["errors"].append("fts5vocab: %s" % vocab[1])
             rec["ok"] = False
             continue
-        try:
-            try:
-                terms, total = conn.execute("SELECT count(*), sum(cnt) FROM %s" % vocab).fetchone()
-                rec["terms"], rec["index_tokens"] = terms, total or 0
-            except sqlite3.Error as exc:
-                rec["errors"].append("index walk: %s: %s" % (type(exc).__name__, exc))
-            if spec["columnsize"] and (name + "_docsize") in objs:
-                try:
-                    rows = 0
-                    tokens = 0
-                    for (sz,) in conn.execute("SELECT sz FROM %s NOT INDEXED" % _qi(name + "_docsize")):
-                        rows += 1
-                        tokens += sum(_varints(sz))
-                    rec["docsize_rows"], rec["docsize_tokens"] = rows, tokens
-                except sqlite3.Error as exc:
-                    rec["errors"].append("docsize: %s: %s" % (type(exc).__name__, exc))
-            if (name + "_content") in objs:
-                try:
-                    rec["content_rows"] = _count(conn, "SELECT count(*) FROM %s NOT INDEXED" % _qi(name + "_content"))
-                except sqlite3.Error as exc:
-                    rec["errors"].append("content: %s: %s" % (type(exc).__name__, exc))
-            if (spec["detail"] == "full" and rec["index_tokens"] is not None
-                    and rec["docsize_tokens"] is not None and rec["index_tokens"] != rec["docsize_tokens"]):
-                rec["errors"].append("index holds %d tokens, %s_docsize counts %d"
-                                     % (rec["index_tokens"], name, rec["docsize_tokens"]))
-            if (rec["content_rows"] is not None and rec["docsize_rows"] is not None
-                    and rec["content_rows"] != rec["docsize_rows"]):
-                rec["errors"].append("%s_content has %d rows, %s_docsize %d"
-                                     % (name, rec["content_rows"], name, rec["docsize_rows"]))
-            rec["probe"] = _match_probe(conn, name, vocab, rec)
-        finally:
-            try:
-                conn.execute("DROP TABLE %s" % vocab)
-            except sqlite3.Error:
-                pass
+        walks = [got[k].result for k in sorted(k for k in got if k.startswith("walk:")) if got[k].result]
+        if walks:
+            failed = [r[1] for r in walks if r[0] == "error"]
+            if failed:
+                rec["errors"].append("index walk: %s" % failed[0])
+            else:
+                rec["terms"] = sum(r[1][0] for r in walks)
+                rec["index_tokens"] = sum(r[1][1] or 0 for r in walks)
+        for key, field in (("docsize", None), ("content", "content_rows")):
+            res = got[key].result if key in got else None
+            if res is None:
+                continue
+            if res[0] == "error":
+                rec["errors"].append("%s: %s" % (key, res[1]))
+            elif field:
+                rec[field] = res[1]
+            else:
+                rec["docsize_rows"], rec["docsize_tokens"] = res[1]
+        if (spec["detail"] == "full" and rec["index_tokens"] is not None
+                and rec["docsize_tokens"] is not None and rec["index_tokens"] != rec["docsize_tokens"]):
+            rec["errors"].append("index holds %d tokens, %s_docsize counts %d"
+                                 % (rec["index_tokens"], name, rec["docsize_tokens"]))
+        if (rec["content_rows"] is not None and rec["docsize_rows"] is not None
+                and rec["content_rows"] != rec["docsize_rows"]):
+            rec["errors"].append("%s_content has %d rows, %s_docsize %d"
+                                 % (name, rec["content_rows"], name, rec["docsize_rows"]))
+        if got["probe"].result is not None:
+            rec["probe"], errors = got["probe"].result
+            rec["errors"].extend(errors)
         rec["ok"] = not rec["errors"]
-    return out
+    return records
 
 
 def _match_probe(conn, name, vocab, rec):
@@ -1045,6 +1139,122 @@ def _errors_by_object(rec):
     return out
 
 
+class PageOwners(object):
+    """owner_of(page) for attribute(): the b-tree walk runs once, on first need, and only as far
+    as the pages the check's lines name (`want`)."""
+
+    def __init__(self, db, header, objs, use_wal):
+        self.args = (db, header, objs, use_wal)
+        self.wanted = None
+        self.map = None
+
+    def want(self, pages):
+        pages = set(pages)
+        if self.wanted is None or not pages <= self.wanted:
+            self.wanted = (self.wanted or set()) | pages
+            self.map = None
+
+    def __call__(self, pg):
+        if self.map is None:
+            try:
+                self.map = page_owners(*self.args, wanted=self.wanted)
+            except (OSError, ValueError, sqlite_format.FormatError):
+                self.map = {}
+        return self.map.get(pg)
+
+
+def integrity(conn, objs, pragma, max_errors, owner_of):
+    """The whole-file check, localised table by table when it aborts."""
+    integ = run_integrity(conn, objs, pragma, max_errors, owner_of=owner_of)
+    if integ["aborted"]:
+        # SQLite < 3.44 scans every table inside quick_check and gives up on the first
+        # unreadable page, dropping every line it had: localise table by table instead.
+        fb = integrity_fallback(conn, objs, pragma, owner_of)
+        integ["fallback"] = {k: v for k, v in fb.items() if k != "by_object"}
+        if fb.get("done"):
+            integ["by_object"] = fb["by_object"]
+            integ["error_count"] = sum(g["count"] for g in fb["by_object"].values())
+            integ["partial"] = True
+    return integ
+
+
+def base_tables_fail(integ, honesty):
+    """Why the base tables are already known damaged (the store is structurally corrupt
+    whatever its FTS indexes hold), or None."""
+    _, conds, reasons = _verdict({"integrity": integ, "honesty": honesty, "holders": None})
+    return reasons[0] if "structural_corruption" in conds else None
+
+
+def run_checks(rec, conn, connect, db, header, mode, objs, fts, tooling, opts):
+    """Integrity, index honesty, foreign keys and FTS as units on `jobs` read-only connections
+    (one: every check in `conn`'s one read transaction, in order, as one pass would run them).
+
+    Figures a check compares share a connection (a table's counts and its indexes; an FTS
+    table's walk pieces are summed only with each other). The FTS units do not run, and
+    their results are not reported, once the base tables are known damaged: a repair
+    rebuilds every FTS index anyway. Each check's wall, CPU and bytes read go to
+    rec["checks"]; what did not run, and why, to rec["skipped_checks"].
+    """
+    pragma = "integrity_check" if opts["deep"] else "quick_check"
+    owner_of = PageOwners(db, header, objs, use_wal=(mode != "immutable"))
+    bases = sorted(_base_tables(objs), key=lambda x: x["name"])
+    U = sqlite_workers.Unit
+    units = [U("integrity", "integrity", lambda w: integrity(w.conn, objs, pragma, opts["quick_check_max"], owner_of))]
+    units += [U("honesty:" + o["name"], "index_honesty", lambda w, o=o: table_honesty(w.conn, o, objs))
+              for o in bases]
+    phase1 = [u.name for u in units]
+    known = {}
+
+    def base_failure():
+        if "why" not in known:
+            done = dict((u.name, u) for u in units if u.name in phase1)
+            if any(done[n].figures is None for n in phase1):
+                return None                     # not known yet: the FTS unit runs
+            known["why"] = base_tables_fail(done["integrity"].result,
+                                            dict((o["name"], done["honesty:" + o["name"]].result) for o in bases))
+        return known["why"]
+
+    size = sum(((rec.get("files") or {}).get(k) or {}).get("size") or 0 for k in ("db", "wal"))
+    walk_skipped = None
+    if opts["budget_gb"] and not opts["deep"] and size > opts["budget_gb"] * 2 ** 30:
+        walk_skipped = ("store is %.1f GB, over the audit budget of %g GB: FTS index walk not run "
+                        "(--deep or a larger --budget runs it)" % (size / 2.0 ** 30, opts["budget_gb"]))
+    jobs = sqlite_workers.jobs_for(opts["jobs"], 64)
+    records, fts_list = fts_units(objs, fts, tooling, walk_skipped, 1 if jobs == 1 else 4 * jobs,
+                                  skip=lambda: "base tables damaged" if base_failure() else None)
+    units += fts_list
+    honesty_units = [u for u in units if u.check == "index_honesty"]
+    units.append(U("foreign_keys", "foreign_keys", lambda w: foreign_keys(w.conn, dict(
+        (u.name.split(":", 1)[1], u.result) for u in honesty_units)), deps=phase1[1:]))
+    jobs = sqlite_workers.jobs_for(opts["jobs"], len(units))
+    meter = sqlite_workers.Meter()
+    by = sqlite_workers.run_units(units, conn, connect, jobs)
+    wall = meter.stop()["seconds"]
+    rec["integrity"] = by["integrity"].result
+    rec["honesty"] = dict((o["name"], by["honesty:" + o["name"]].result) for o in bases)
+    rec["foreign_keys"] = by["foreign_keys"].result
+    skipped = rec["skipped_checks"]
+    why = base_failure()
+    if why:
+        for name, r in records.items():
+            if r["checked"]:
+                records[name] = dict(fts_record(fts[name]), skipped="base tables already damaged (%s): "
+                                     "the FTS checks add nothing to the verdict" % why)
+                skipped.append({"check": "fts:" + name, "reason": records[name]["skipped"]})
+    else:
+        fts_finish(records, fts, by)
+        for name, r in records.items():
+            if r.get("walk_skipped"):
+                skipped.append({"check": "fts_walk:" + name, "reason": r["walk_skipped"]})
+    rec["fts"] = records
+    checks = rec["checks"]
+    for u in units:
+        if u.figures is not None:
+            sqlite_workers.add_figures(checks.setdefault(u.check, {}), u.figures)
+    rec["parallel"] = {"jobs": jobs, "workers_used": len(set(u.worker for u in units if u.worker is not None)),
+                       "checks_seconds": wall, "cache_kib_per_connection": int(opts["cache_kib"])}
+
+
 def audit_db(entry, opts, tooling, now):
     """Every check on one state.db; never raises (a crash becomes the record's `error`)."""
     started = time.time()
@@ -1054,7 +1264,7 @@ def audit_db(entry, opts, tooling, now):
            "files": None, "header": None, "open_mode": None, "sqlite": None, "integrity": None,
            "honesty": None, "foreign_keys": None, "fts": None, "fts_triggers": None, "holders": None,
            "gateway_pid": None, "service": None, "backups": None, "persistence": None, "journal": None,
-           "error": None}
+           "checks": {}, "skipped_checks": [], "error": None}
     if entry.get("error"):
         rec["verdict"] = "missing"
         rec["reasons"] = [entry["error"]]
@@ -1114,6 +1324,8 @@ def _audit_db(rec, db, entry, opts, tooling, now):
         return
     try:
         conn, mode, warns = open_readonly(db, header, opts["busy_timeout"])
+        uri = conn_uri(db, mode)
+        bound_memory(conn, opts)
     except sqlite3.Error as exc:
         rec["verdict"] = "unreadable"
         rec["reasons"].append("cannot open: %s: %s" % (type(exc).__name__, exc))
@@ -1149,31 +1361,7 @@ def _audit_db(rec, db, entry, opts, tooling, now):
             except sqlite3.Error as exc:
                 sq["schema_version"] = "unreadable: %s" % exc
         rec["sqlite"] = sq
-        pragma = "integrity_check" if opts["deep"] else "quick_check"
-        owners = {}
-
-        def owner_of(pg):
-            if "map" not in owners:
-                try:
-                    owners["map"] = page_owners(db, header, objs, use_wal=(mode != "immutable"))
-                except (OSError, ValueError, struct.error):
-                    owners["map"] = {}
-            return owners["map"].get(pg)
-
-        integ = run_integrity(conn, objs, pragma, opts["quick_check_max"], owner_of=owner_of)
-        if integ["aborted"]:
-            # SQLite < 3.44 scans every table inside quick_check and gives up on the first
-            # unreadable page, dropping every line it had: localise table by table instead.
-            fb = integrity_fallback(conn, objs, pragma, owner_of)
-            integ["fallback"] = {k: v for k, v in fb.items() if k != "by_object"}
-            if fb.get("done"):
-                integ["by_object"] = fb["by_object"]
-                integ["error_count"] = sum(g["count"] for g in fb["by_object"].values())
-                integ["partial"] = True
-        rec["integrity"] = integ
-        rec["honesty"] = index_honesty(conn, objs)
-        rec["foreign_keys"] = foreign_keys(conn, rec["honesty"])
-        rec["fts"] = fts_checks(conn, objs, fts, tooling)
+        run_checks(rec, conn, lambda: _worker_connection(uri, opts), db, header, mode, objs, fts, tooling, opts)
         rec["fts_triggers"] = sum(1 for o in objs.values() if o["type"] == "trigger"
                                   and any(o["name"].startswith(v) or v in o["sql"] for v in fts)) if fts else 0
         rec["_newest_message"] = hermes_persistence.newest_message(conn, objs)
@@ -1247,6 +1435,9 @@ def options(args):
     o["evidence_days"] = max(0.0, _num(args.get("evidence_days"), DEFAULTS["evidence_days"]))
     o["log_tail_bytes"] = max(4096, _num(args.get("log_tail_bytes"), DEFAULTS["log_tail_bytes"], int))
     o["stale_hours"] = _num(args.get("stale_hours"), DEFAULTS["stale_hours"])
+    o["jobs"] = max(0, _num(args.get("jobs"), DEFAULTS["jobs"], int))
+    o["budget_gb"] = max(0.0, _num(args.get("budget_gb"), DEFAULTS["budget_gb"]))
+    o["cache_kib"] = max(512, _num(args.get("cache_kib"), DEFAULTS["cache_kib"], int))
     o["_check"] = _truthy(args.get("_check", False))
     for key in ("holders", "services", "tooling", "backup_verify_sha256", "write_probe"):
         if key in args and args[key] is not None and args[key] != "":

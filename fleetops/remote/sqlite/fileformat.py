@@ -377,12 +377,15 @@ def local_payload_size(payload_size, usable_size, table_leaf):
 class SQLiteFile(object):
     """Page-level read access to one database image (read-only, bounds-checked).
 
-    Opens the file read-only and maps it, so nothing here can write the file.
+    Opens the file read-only and maps it, so nothing here can write the file. `overlay`
+    ({page number: bytes}, read_wal's committed pages) is read in place of the file's pages,
+    and `page_count` (the WAL's database size at its last commit) replaces the file's own.
     """
 
-    def __init__(self, path=None, data=None):
+    def __init__(self, path=None, data=None, overlay=None, page_count=None):
         self._fh = None
         self._mm = None
+        self.overlay = overlay or {}
         if data is not None:
             self.buf = data
         else:
@@ -394,12 +397,12 @@ class SQLiteFile(object):
                 self._mm = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ)
                 self.buf = self._mm
         self.size = len(self.buf)
-        self.header = parse_header(self.buf[:100])
+        self.header = parse_header(self.overlay[1][:100] if 1 in self.overlay else self.buf[:100])
         self.page_size = self.header.page_size
         self.usable_size = self.header.usable_size
         self.encoding = self.header.encoding
         # The file size is the truth; the header count is only a hint.
-        self.page_count = self.size // self.page_size
+        self.page_count = page_count or max([self.size // self.page_size] + list(self.overlay))
         self.lock_byte_page = (0x40000000 // self.page_size) + 1
 
     def close(self):
@@ -420,7 +423,11 @@ class SQLiteFile(object):
         """Raw bytes of page pgno (1-based); FormatError if out of the file."""
         if not isinstance(pgno, int) or pgno < 1 or pgno > self.page_count:
             raise FormatError("page %r outside 1..%d" % (pgno, self.page_count))
+        if pgno in self.overlay:
+            return self.overlay[pgno]
         start = (pgno - 1) * self.page_size
+        if start + self.page_size > self.size:
+            raise FormatError("page %d is past the end of the file" % pgno)
         return self.buf[start:start + self.page_size]
 
     def btree_page(self, pgno):
