@@ -770,8 +770,10 @@ class _Run:
             st.connected = True
         return st.transport
 
-    def payload(self, transport, name: str, args: dict, python=None, become_user=None, timeout=None) -> dict:
-        return run_payload(transport, name, args, python=python, become_user=become_user, timeout=timeout)
+    def payload(self, transport, name: str, args: dict, python=None, become_user=None, timeout=None,
+                low_priority: bool = True) -> dict:
+        return run_payload(transport, name, args, python=python, become_user=become_user, timeout=timeout,
+                           low_priority=low_priority)
 
     def host_dir(self, host: str) -> str:
         return os.path.join(os.path.abspath(self.options.results_dir), self.run_id, host)

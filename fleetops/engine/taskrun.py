@@ -12,11 +12,14 @@ from typing import Any
 
 from fleetops.engine import secrets as _secrets
 from fleetops.engine.connection.runlock import HostBusy
+from fleetops.engine.inventory import _bool
 from fleetops.engine.templating import TemplateError, mark_unsafe
 from fleetops.errors import Unreachable
 from fleetops.modules.base import Arg, TaskContext
 
 FALSE_STRINGS = {"false", "no", "off", "0", "n", "", "none"}
+# A play or inventory variable: false runs this host's payloads at the priority of the login.
+LOW_PRIORITY_VAR = "fleetops_low_priority"
 
 
 def truthy(value: Any) -> bool:
@@ -348,12 +351,20 @@ class TaskRunner:
         if transport is not None and not delegated:
             python = transport.params.python
         check, diff = self.check, bool(run.options.diff)
+        low = variables.get(LOW_PRIORITY_VAR, True)
+        if isinstance(low, str) and ("{{" in low or "{%" in low):
+            low = self.templar.render(low, variables)
+        low = _bool(low) if low not in (None, "") else True
 
         def payload(name: str, pargs: dict, timeout: float | None = None) -> dict:
             if transport is None:
                 raise RuntimeError(f"module {module_cls.name} runs on the controller and has no host connection")
+            if low is None:
+                return {"changed": False, "failed": True, "skipped": False,
+                        "msg": f"variable '{LOW_PRIORITY_VAR}' must be true or false, got "
+                               f"{variables.get(LOW_PRIORITY_VAR)!r}"}
             return run.payload(transport, name, payload_args(pargs, check, diff), python=python,
-                               become_user=become_user, timeout=timeout)
+                               become_user=become_user, timeout=timeout, low_priority=low)
 
         return TaskContext(
             host=self.host, transport=transport, variables=variables, check=check, diff=diff,

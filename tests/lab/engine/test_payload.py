@@ -234,3 +234,78 @@ def test_result_writer_without_json_matches_json_dumps(use_json):
     assert r["obj"] == "O<\u2603>"
     assert r["args"] == {"use_json": use_json, "s": "\u2603", "l": [1, None]}
     assert json.loads(json.dumps(r["args"])) == r["args"]
+
+
+# Reads the payload process's own priority the way an operator would: nice from /proc/<pid>/stat
+# (field 19), the I/O class and level from util-linux `ionice -p <pid>` (the kernel has no /proc
+# file for it), in the same process the bootstrap lowered.
+PRIORITY_PROBE = '''
+import os, subprocess
+def main(args):
+    with open("/proc/%d/stat" % os.getpid()) as f:
+        nice = int(f.read().rsplit(")", 1)[1].split()[16])
+    io = subprocess.run(["ionice", "-p", str(os.getpid())], stdout=subprocess.PIPE,
+                        universal_newlines=True).stdout.strip()
+    return {"changed": False, "failed": False, "msg": "", "stat_nice": nice, "ionice": io}
+'''
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("low", [True, False], ids=["low_priority", "login_priority"])
+def test_payload_runs_at_the_priority_it_reports(conn, low):
+    r = run_modules(conn, _mods(prio=PRIORITY_PROBE), "fleetops.remote.prio", {}, low_priority=low)
+    assert r["failed"] is False, r
+    rep = r["host_priority"]
+    assert rep["lowered"] is low
+    assert rep["nice"] == r["stat_nice"]
+    # what ionice prints: "idle" (its level is meaningless), "best-effort: prio 4", "none: prio 0"
+    assert r["ionice"].split(":")[0] == rep["io_class"], r["ionice"]
+    if low:
+        assert (rep["nice"], rep["io_class"]) == (payload_mod.LOW_PRIORITY["nice"], "idle")
+    else:
+        assert rep["nice"] < payload_mod.LOW_PRIORITY["nice"] and rep["io_class"] != "idle"
+
+
+def test_a_play_or_inventory_variable_turns_low_priority_off(tmp_path):
+    """fleetops_low_priority from the inventory (host h2), from the play (second play), and a bad
+    value refused by the task with the variable's name."""
+    import subprocess
+    import sys
+    import textwrap
+
+    (tmp_path / "inv.ini").write_text("h1 ansible_connection=local\n"
+                                      "h2 ansible_connection=local fleetops_low_priority=false\n")
+    (tmp_path / "pb.yml").write_text(textwrap.dedent("""
+        - hosts: all
+          gather_facts: false
+          tasks:
+            - ping:
+              register: p
+            - assert:
+                that: "p.host_priority.lowered == (inventory_hostname == 'h1')"
+            - assert:
+                that: "p.host_priority.nice >= 10 and p.host_priority.io_class == 'idle'"
+              when: inventory_hostname == 'h1'
+        - hosts: h1
+          gather_facts: false
+          vars:
+            fleetops_low_priority: "{{ 'no' }}"
+          tasks:
+            - ping:
+              register: p
+            - assert:
+                that: "not p.host_priority.lowered"
+        - hosts: h1
+          gather_facts: false
+          vars:
+            fleetops_low_priority: maybe
+          tasks:
+            - ping:
+        """))
+    proc = subprocess.run([sys.executable, "-m", "fleetops", "run", "pb.yml", "-i", "inv.ini", "--results", "runs"],
+                          capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert "variable 'fleetops_low_priority' must be true or false, got 'maybe'" in out, out
+    # every assert passed: the one failed task is the bad value's
+    assert [ln.split()[1] for ln in out.splitlines() if ln.startswith("  failed ")] == ["h1"], out
