@@ -23,6 +23,8 @@ from fleetops.engine.results_backend import store_errors
 from fleetops.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, BadInput, FleetopsError
 
 EXIT_UNEXPECTED = 1
+BUDGET_HELP = ("on a store bigger than GB gigabytes (GiB), skip the FTS index walk (the audit's costliest check) "
+               "unless --deep; the fleet table and JSON name every check skipped")
 RESULTS_HELP = ("central results: a directory holding runs.db (default ./fleetops-runs), or a postgresql:// URL; "
                 "else $FLEETOPS_RESULTS")
 DEFAULT_FORKS = 20          # RunOptions.forks; kept here so --help needs no engine import
@@ -58,6 +60,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if n < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def _positive_gb(text: str) -> float:
+    try:
+        n = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of GB, got {text!r}") from None
+    if not n > 0 or n != n or n == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of GB above 0, got {text}")
     return n
 
 
@@ -501,6 +513,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("-i", "--inventory", required=True, metavar="INVENTORY")
     a.add_argument("-l", "--limit", metavar="PATTERN")
     a.add_argument("--deep", action="store_true", help="add integrity_check (index against table)")
+    a.add_argument("--budget", type=_positive_gb, metavar="GB", help=BUDGET_HELP)
     a.add_argument("--write-probe", action="store_true",
                    help="also prove a write lands: one row into state_meta, read back, deleted, committed; "
                         "refused on damaged files, retired WAL generations, DELETE journals under a writer "
@@ -516,6 +529,7 @@ def build_parser() -> argparse.ArgumentParser:
     ins = sub.add_parser("inspect", help="the audit checks on one local state.db")
     ins.add_argument("path", metavar="PATH")
     ins.add_argument("--deep", action="store_true")
+    ins.add_argument("--budget", type=_positive_gb, metavar="GB", help=BUDGET_HELP)
     ins.add_argument("--json", action="store_true")
     ins.set_defaults(func=_hermes("inspect"))
 

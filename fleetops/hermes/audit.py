@@ -105,6 +105,8 @@ class HermesAudit(Module):
         "log_tail_bytes": Arg((int, str), default=None),
         "stale_hours": Arg((int, float, str), default=None),
         "write_probe": Arg((bool, str), default=False),
+        "budget_gb": Arg((int, float, str), default=None),
+        "jobs": Arg((int, str), default=None),
         "timeout": Arg((int, float), default=None),
     }
 
@@ -178,6 +180,8 @@ def rows_from(results: dict) -> list[dict]:
                 "persisting": (d.get("persistence") or {}).get("persisting"),
                 "persistence": persistence_row(d.get("persistence")),
                 "journal": _journal_text(d.get("journal")),
+                "skipped": [sk.get("check") for sk in d.get("skipped_checks") or []],
+                "skipped_why": [f"{sk.get('check')}: {sk.get('reason')}" for sk in d.get("skipped_checks") or []],
             })
     return sort_rows(rows)
 
@@ -269,6 +273,8 @@ FLEET_COLUMNS = [
     Col("WAL", lambda r: _mb(r.get("wal_bytes")), narrow=lambda r: _mb_short(r.get("wal_bytes")), justify="right"),
     Col("journal", lambda r: escape(r.get("journal") or "-"), wide_only=True, detail=True),
     Col("warnings", lambda r: escape(", ".join(r.get("warnings") or []) or "-"), wide_only=True, detail=True),
+    Col("not checked", lambda r: escape(", ".join(r.get("skipped") or []) or "-"), short="skipped",
+        wide_only=True, detail=True),
 ]
 
 
@@ -294,6 +300,10 @@ def print_fleet(rows: list[dict], console, title: str = "Hermes state.db audit")
         if r["verdict"] not in ("healthy",) and r.get("reasons"):
             console.print(f"[bold]{escape(str(r['host']))}[/] {escape(str(r['profile']))}: "
                           + escape("; ".join(str(x) for x in r["reasons"][:4])))
+    for r in rows:  # a verdict that rests on less evidence says so, whatever the verdict
+        if r.get("skipped_why"):
+            console.print(f"[bold]{escape(str(r['host']))}[/] {escape(str(r['profile']))} not checked: "
+                          + escape("; ".join(r["skipped_why"])))
     print_persistence_evidence(rows, console)
 
 

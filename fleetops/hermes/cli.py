@@ -44,6 +44,8 @@ def audit(args) -> int:
 
     extra_vars = {"fleetops_deep": bool(args.deep),
                   "fleetops_write_probe": bool(getattr(args, "write_probe", False))}
+    if getattr(args, "budget", None):
+        extra_vars["fleetops_audit_budget_gb"] = args.budget
     loaded = runner.load(bundled.path("audit"), args.inventory, extra_vars, limit=args.limit, note_secrets=_SECRETS.update)
     results_dir, results_db = results_target(getattr(args, "results", None))
     options = RunOptions(limit=args.limit, extra_vars=extra_vars, check=False, forks=args.forks,
@@ -80,7 +82,8 @@ def inspect(args) -> int:
     from fleetops.hermes.audit import print_fleet, rows_from
     from fleetops.remote.hermes import audit as hermes_audit
 
-    res = hermes_audit.main({"db_path": args.path, "deep": bool(args.deep), "services": False})
+    res = hermes_audit.main({"db_path": args.path, "deep": bool(args.deep), "services": False,
+                             "budget_gb": getattr(args, "budget", None)})
     if res.get("failed"):
         print(f"fleetops inspect: {res.get('msg')}", file=sys.stderr)
         return 2

@@ -631,15 +631,26 @@ def fts_unchecked(spec, tooling):
     return None
 
 
-def fts_vocab(worker, name, n):
-    """The fts5vocab table over `name` in this worker connection's TEMP schema (never the file),
-    made once per connection; raises sqlite3.Error when FTS5 refuses it."""
-    vocab = worker.cache.get(("vocab", name))
-    if vocab is None:
+def fts_prepare(worker, fts, records):
+    """An fts5vocab table over each checked FTS table in this worker connection's TEMP schema
+    (never the file), made before the connection runs any check; FTS5's refusal is kept."""
+    for n, name in enumerate(sorted(fts)):
+        if not records[name]["checked"]:
+            continue
         vocab = "temp.%s" % _qi("fleetops_vocab_%d" % n)
-        worker.conn.execute("CREATE VIRTUAL TABLE %s USING fts5vocab('main', %s, 'row')"
-                            % (vocab, "'" + name.replace("'", "''") + "'"))
-        worker.cache[("vocab", name)] = vocab
+        try:
+            worker.conn.execute("CREATE VIRTUAL TABLE %s USING fts5vocab('main', %s, 'row')"
+                                % (vocab, "'" + name.replace("'", "''") + "'"))
+            worker.cache[("vocab", name)] = vocab
+        except sqlite3.Error as exc:
+            worker.cache[("vocab", name)] = exc
+
+
+def fts_vocab(worker, name, n):
+    """The name of this connection's fts5vocab table over `name`; raises FTS5's refusal."""
+    vocab = worker.cache[("vocab", name)]
+    if isinstance(vocab, Exception):
+        raise vocab
     return vocab
 
 
@@ -1185,33 +1196,53 @@ def base_tables_fail(integ, honesty):
     return reasons[0] if "structural_corruption" in conds else None
 
 
-def run_checks(rec, conn, connect, db, header, mode, objs, fts, tooling, opts):
+def run_checks(rec, conn, connect, token, db, header, mode, objs, fts, tooling, opts):
     """Integrity, index honesty, foreign keys and FTS as units on `jobs` read-only connections
-    (one: every check in `conn`'s one read transaction, in order, as one pass would run them).
+    (one: every unit on `conn`, in order, as one pass would run them), the integrity check on
+    a connection of its own.
 
-    Figures a check compares share a connection (a table's counts and its indexes; an FTS
-    table's walk pieces are summed only with each other). The FTS units do not run, and
-    their results are not reported, once the base tables are known damaged: a repair
-    rebuilds every FTS index anyway. Each check's wall, CPU and bytes read go to
-    rec["checks"]; what did not run, and why, to rec["skipped_checks"].
+    Every connection reads one snapshot: `token` (sqlite_workers.commit_token) was taken before
+    `conn` began reading; when a commit lands while the others open, they are closed and every
+    check runs on `conn`. A statement that meets a corrupt page leaves its connection unable
+    to create TEMP tables for the rest of its transaction, so each connection makes its
+    fts5vocab tables before any check runs (and the integrity check, which meets corrupt pages
+    first, has its connection to itself). The FTS units do not run, and their results are not
+    reported, once the base tables are known damaged: a repair rebuilds every FTS index anyway.
+    Each check's wall, CPU and bytes read go to rec["checks"]; what did not run, and why, to
+    rec["skipped_checks"].
     """
     pragma = "integrity_check" if opts["deep"] else "quick_check"
     owner_of = PageOwners(db, header, objs, use_wal=(mode != "immutable"))
     bases = sorted(_base_tables(objs), key=lambda x: x["name"])
+    jobs = sqlite_workers.jobs_for(opts["jobs"])
+    conns, note, integ_conn = [conn], None, None
+    try:
+        integ_conn = connect()
+        while len(conns) < jobs:
+            conns.append(connect())
+    except sqlite3.Error as exc:
+        note = "only %d connection(s) opened (%s)" % (len(conns), _failure(exc))
+    if sqlite_workers.commit_token(db) != token:
+        note = "a commit landed while the audit opened its connections: every check ran on one"
+        for c in conns[1:] + [integ_conn]:
+            if c is not None:
+                c.close()
+        conns, integ_conn = [conn], None
     U = sqlite_workers.Unit
-    units = [U("integrity", "integrity", lambda w: integrity(w.conn, objs, pragma, opts["quick_check_max"], owner_of))]
+    units = [U("integrity", "integrity", lambda w: integrity(integ_conn or w.conn, objs, pragma,
+                                                             opts["quick_check_max"], owner_of))]
     units += [U("honesty:" + o["name"], "index_honesty", lambda w, o=o: table_honesty(w.conn, o, objs))
               for o in bases]
     phase1 = [u.name for u in units]
+    honesty_units = units[1:]
     known = {}
 
     def base_failure():
         if "why" not in known:
-            done = dict((u.name, u) for u in units if u.name in phase1)
-            if any(done[n].figures is None for n in phase1):
+            if any(u.figures is None for u in units[:len(phase1)]):
                 return None                     # not known yet: the FTS unit runs
-            known["why"] = base_tables_fail(done["integrity"].result,
-                                            dict((o["name"], done["honesty:" + o["name"]].result) for o in bases))
+            known["why"] = base_tables_fail(units[0].result, dict(
+                (u.name.split(":", 1)[1], u.result) for u in honesty_units))
         return known["why"]
 
     size = sum(((rec.get("files") or {}).get(k) or {}).get("size") or 0 for k in ("db", "wal"))
@@ -1219,16 +1250,18 @@ def run_checks(rec, conn, connect, db, header, mode, objs, fts, tooling, opts):
     if opts["budget_gb"] and not opts["deep"] and size > opts["budget_gb"] * 2 ** 30:
         walk_skipped = ("store is %.1f GB, over the audit budget of %g GB: FTS index walk not run "
                         "(--deep or a larger --budget runs it)" % (size / 2.0 ** 30, opts["budget_gb"]))
-    jobs = sqlite_workers.jobs_for(opts["jobs"], 64)
-    records, fts_list = fts_units(objs, fts, tooling, walk_skipped, 1 if jobs == 1 else 4 * jobs,
+    records, fts_list = fts_units(objs, fts, tooling, walk_skipped, 1 if len(conns) == 1 else 4 * len(conns),
                                   skip=lambda: "base tables damaged" if base_failure() else None)
     units += fts_list
-    honesty_units = [u for u in units if u.check == "index_honesty"]
     units.append(U("foreign_keys", "foreign_keys", lambda w: foreign_keys(w.conn, dict(
         (u.name.split(":", 1)[1], u.result) for u in honesty_units)), deps=phase1[1:]))
-    jobs = sqlite_workers.jobs_for(opts["jobs"], len(units))
     meter = sqlite_workers.Meter()
-    by = sqlite_workers.run_units(units, conn, connect, jobs)
+    try:
+        by = sqlite_workers.run_units(units, conns, prepare=lambda w: fts_prepare(w, fts, records))
+    finally:
+        for c in conns[1:] + [integ_conn]:
+            if c is not None:
+                c.close()
     wall = meter.stop()["seconds"]
     rec["integrity"] = by["integrity"].result
     rec["honesty"] = dict((o["name"], by["honesty:" + o["name"]].result) for o in bases)
@@ -1251,8 +1284,9 @@ def run_checks(rec, conn, connect, db, header, mode, objs, fts, tooling, opts):
     for u in units:
         if u.figures is not None:
             sqlite_workers.add_figures(checks.setdefault(u.check, {}), u.figures)
-    rec["parallel"] = {"jobs": jobs, "workers_used": len(set(u.worker for u in units if u.worker is not None)),
-                       "checks_seconds": wall, "cache_kib_per_connection": int(opts["cache_kib"])}
+    rec["parallel"] = {"jobs": len(conns), "asked": jobs, "note": note, "checks_seconds": wall,
+                       "workers_used": len(set(u.worker for u in units if u.worker is not None)),
+                       "cache_kib_per_connection": int(opts["cache_kib"])}
 
 
 def audit_db(entry, opts, tooling, now):
@@ -1334,6 +1368,7 @@ def _audit_db(rec, db, entry, opts, tooling, now):
     rec["open_mode"] = mode
     rec["warnings"].extend(warns)
     try:
+        token = sqlite_workers.commit_token(db)
         conn.execute("BEGIN")  # one read snapshot for every figure
         try:
             objs, fts = read_schema(conn)
@@ -1361,7 +1396,8 @@ def _audit_db(rec, db, entry, opts, tooling, now):
             except sqlite3.Error as exc:
                 sq["schema_version"] = "unreadable: %s" % exc
         rec["sqlite"] = sq
-        run_checks(rec, conn, lambda: _worker_connection(uri, opts), db, header, mode, objs, fts, tooling, opts)
+        run_checks(rec, conn, lambda: _worker_connection(uri, opts), token, db, header, mode, objs, fts, tooling,
+                   opts)
         rec["fts_triggers"] = sum(1 for o in objs.values() if o["type"] == "trigger"
                                   and any(o["name"].startswith(v) or v in o["sql"] for v in fts)) if fts else 0
         rec["_newest_message"] = hermes_persistence.newest_message(conn, objs)

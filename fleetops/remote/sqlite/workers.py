@@ -82,23 +82,36 @@ class Worker(object):
         self.cache = {}
 
 
-def jobs_for(requested, units):
-    """Workers to use: what was asked, else the cores this process may run on; never more than units."""
+def jobs_for(requested):
+    """Workers to use: what was asked, else one per core this process may run on."""
     if requested:
-        n = int(requested)
-    else:
+        return max(1, int(requested))
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def commit_token(db):
+    """Bytes that change with every commit to `db`: the header's change counter (rollback
+    journal) and the wal-index header in -shm (WAL). Equal before the first of several
+    connections began reading and after the last did: they all read one snapshot."""
+    out = b""
+    for path, length, offset in ((db, 4, 24), (db + "-shm", 48, 0)):
         try:
-            n = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            n = os.cpu_count() or 1
-    return max(1, min(n, units))
+            with open(path, "rb") as f:
+                f.seek(offset)
+                out += f.read(length) + b"|"
+        except OSError:
+            out += b"-|"
+    return out
 
 
-def run_units(units, main_conn, connect, jobs):
-    """Run every unit and return {unit name: Unit}. With one job all run in the calling thread on
-    `main_conn`, in list order; otherwise worker 0 uses `main_conn` and the others a connection
-    from `connect()` (a worker that cannot connect leaves its share to the rest). The first
-    exception a unit raises is raised here once every worker has stopped."""
+def run_units(units, conns, prepare=None):
+    """Run every unit and return {unit name: Unit}: one worker per connection of `conns`, the
+    first in the calling thread (with one connection, every unit runs there, in list order).
+    `prepare(worker)` runs on each worker before its first unit. The first exception a unit
+    raises is raised here once every worker has stopped."""
     by_name = dict((u.name, u) for u in units)
     pending = list(units)
     done = set()
@@ -142,25 +155,17 @@ def run_units(units, main_conn, connect, jobs):
                 done.add(u.name)
                 cond.notify_all()
 
-    def extra(index):
-        try:
-            conn = connect()
-        except Exception:  # noqa: BLE001 - the other workers carry on
-            return
-        try:
-            work(Worker(index, conn))
-        finally:
-            try:
-                conn.close()
-            except Exception:  # noqa: BLE001
-                pass
+    def start(worker):
+        if prepare is not None:
+            prepare(worker)
+        work(worker)
 
-    threads = [threading.Thread(target=extra, args=(i,), name="sqlite-worker-%d" % i)
-               for i in range(1, max(1, int(jobs)))]
+    workers = [Worker(i, c) for i, c in enumerate(conns)]
+    threads = [threading.Thread(target=start, args=(w,), name="sqlite-worker-%d" % w.index) for w in workers[1:]]
     for t in threads:
         t.daemon = True
         t.start()
-    work(Worker(0, main_conn))
+    start(workers[0])
     for t in threads:
         t.join()
     if failure:
