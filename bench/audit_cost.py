@@ -63,7 +63,7 @@ def child(kind: str, db: str) -> dict:
         extra["result"] = conn.execute("PRAGMA quick_check").fetchall()[:1]
         conn.close()
     else:
-        from fleetops.remote import hermes_audit
+        from fleetops.remote.hermes import audit as hermes_audit
         args = {"db_path": db, "services": False}
         if kind == "audit_1job":
             args["jobs"] = 1

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetops.remote import hermes_audit
+from fleetops.remote.hermes import audit as hermes_audit
 from tests.corpus import damage
 
 REPO = Path(__file__).resolve().parents[2]
