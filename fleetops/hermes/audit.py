@@ -272,9 +272,8 @@ FLEET_COLUMNS = [
     Col("backup age", lambda r: _age(r.get("backup_age_hours")), short="backup"),
     Col("WAL", lambda r: _mb(r.get("wal_bytes")), narrow=lambda r: _mb_short(r.get("wal_bytes")), justify="right"),
     Col("journal", lambda r: escape(r.get("journal") or "-"), wide_only=True, detail=True),
-    Col("warnings", lambda r: escape(", ".join(r.get("warnings") or []) or "-"), wide_only=True, detail=True),
-    Col("not checked", lambda r: escape(", ".join(r.get("skipped") or []) or "-"), short="skipped",
-        wide_only=True, detail=True),
+    Col("warnings", lambda r: escape(", ".join((r.get("warnings") or []) + (
+        ["%d not checked" % len(r["skipped"])] if r.get("skipped") else [])) or "-"), wide_only=True, detail=True),
 ]
 
 
