@@ -72,7 +72,7 @@ def child(kind: str, db: str) -> dict:
         res = hermes_audit.main(args)
         d = res["databases"][0]
         extra = {"verdict": d["verdict"], "checks": d["checks"], "parallel": d.get("parallel"),
-                 "skipped": [s["check"] for s in d["skipped_checks"]], "priority": res.get("priority")}
+                 "skipped": [s["check"] for s in d["skipped_checks"]]}
     wall = time.perf_counter() - t0
     r1, io1 = resource.getrusage(resource.RUSAGE_SELF), _proc_io()
     return dict(extra, wall=wall, cpu=(r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime),

@@ -14,13 +14,11 @@ Read-only, provably:
 - -wal present but -shm absent: the WAL is NOT read (creating a new -shm next to a process
   still holding a deleted one is how split-brain corruption starts); the main file is
   read with `immutable=1` and a warning says the WAL was not read;
-- all checks run in one read transaction, so a live writer cannot make count(*) and
-  count(*) NOT INDEXED disagree;
+- the checks run side by side on one read-only connection per core (run_checks), all reading
+  one snapshot, so a live writer cannot make count(*) and count(*) NOT INDEXED disagree;
 - FTS5's 'integrity-check' is an INSERT and fails on a read-only handle, so FTS tables
-  are checked by walking the whole inverted index through an fts5vocab table created in
-  the connection's TEMP schema (never the file), comparing its token total with the
-  per-row token counts in *_docsize, plus a MATCH probe. On SQLite >= 3.44 quick_check
-  itself also runs FTS5's own integrity check.
+  are checked read-only by audit_fts (an fts5vocab walk of the whole index in TEMP). On
+  SQLite >= 3.44 quick_check itself also runs FTS5's own integrity check.
 - a zero-length or non-SQLite file is never handed to SQLite (a zero-page file with a
   -wal makes SQLite delete the -wal on open).
 
@@ -44,6 +42,7 @@ try:
 except ImportError:  # pragma: no cover
     from urllib import quote as _urlquote
 
+from fleetops.remote.hermes import audit_fts
 from fleetops.remote.hermes import holders as hermes_holders
 from fleetops.remote.hermes import journal as hermes_journal
 from fleetops.remote.hermes import paths as hermes_paths
@@ -110,11 +109,6 @@ def _num(value, default, cast=float):
         return cast(value)
     except (TypeError, ValueError):
         return default
-
-
-def _qi(name):
-    """Quote an SQL identifier."""
-    return '"' + str(name).replace('"', '""') + '"'
 
 
 def _user(uid):
@@ -433,7 +427,7 @@ def attribute(lines, objs, owner_of=None):
 
 def run_integrity(conn, objs, pragma, max_errors, table=None, owner_of=None):
     """PRAGMA quick_check/integrity_check with a cap; {"ok", "error_count", "capped", "aborted", "by_object", "lines"}."""
-    arg = _qi(table) if table else str(int(max_errors))
+    arg = audit_fts.qi(table) if table else str(int(max_errors))
     out = {"check": pragma, "max_errors": None if table else int(max_errors), "ok": False, "error_count": 0,
            "capped": False, "aborted": None, "by_object": {}, "lines": []}
     try:
@@ -490,10 +484,6 @@ def _partial_where(sql):
     return m.group(1).strip().rstrip(";") if m else None
 
 
-def _count(conn, sql):
-    return conn.execute(sql).fetchone()[0]
-
-
 def index_honesty(conn, objs):
     """Per base table: count(*) vs count(*) NOT INDEXED vs distinct keys of a table scan, and per index its entries."""
     return dict((o["name"], table_honesty(conn, o, objs)) for o in sorted(_base_tables(objs), key=lambda x: x["name"]))
@@ -502,14 +492,14 @@ def index_honesty(conn, objs):
 def table_honesty(conn, o, objs):
     """One base table's honesty figures; every query in the caller's one read transaction."""
     t = o["name"]
-    q = _qi(t)
+    q = audit_fts.qi(t)
     rec = {"count": None, "count_scan": None, "distinct_rowid": None, "distinct_pk": None,
            "duplicates": 0, "indexes": {}, "errors": []}
     without_rowid = bool(re.search(r"\bWITHOUT\s+ROWID\b", o["sql"], re.I))
     table_side = {}
     try:
-        rec["count"] = _count(conn, "SELECT count(*) FROM %s" % q)
-        rec["count_scan"] = _count(conn, "SELECT count(*) FROM %s NOT INDEXED" % q)
+        rec["count"] = audit_fts.count(conn, "SELECT count(*) FROM %s" % q)
+        rec["count_scan"] = audit_fts.count(conn, "SELECT count(*) FROM %s NOT INDEXED" % q)
         pk = [r[1] for r in sorted(conn.execute("PRAGMA table_info(%s)" % q).fetchall(), key=lambda r: r[5])
               if r[5]]
         if not without_rowid:
@@ -518,8 +508,8 @@ def table_honesty(conn, o, objs):
             table_side[""] = _fingerprint(conn, q, "", rowid=True)
             rec["distinct_rowid"] = table_side[""][0]
         if pk and not (len(pk) == 1 and not without_rowid and _is_integer_pk(conn, t, pk[0])):
-            cols = ", ".join("+" + _qi(c) for c in pk)  # unary +: the planner may not assume uniqueness
-            rec["distinct_pk"] = _count(conn, "SELECT count(*) FROM (SELECT DISTINCT %s FROM %s NOT INDEXED)"
+            cols = ", ".join("+" + audit_fts.qi(c) for c in pk)  # unary +: the planner may not assume uniqueness
+            rec["distinct_pk"] = audit_fts.count(conn, "SELECT count(*) FROM (SELECT DISTINCT %s FROM %s NOT INDEXED)"
                                         % (cols, q))
         distinct = [d for d in (rec["distinct_rowid"], rec["distinct_pk"]) if d is not None]
         if distinct:
@@ -555,9 +545,9 @@ def _fingerprint(conn, table_sql, where, indexed_by=None, rowid=True):
     table side counts distinct rowids, so a duplicated cell is judged as structural, not
     blamed on every index.
     """
-    src = "%s INDEXED BY %s" % (table_sql, _qi(indexed_by)) if indexed_by else "%s NOT INDEXED" % table_sql
+    src = "%s INDEXED BY %s" % (table_sql, audit_fts.qi(indexed_by)) if indexed_by else "%s NOT INDEXED" % table_sql
     if not rowid:
-        return (_count(conn, "SELECT count(*) FROM %s%s" % (src, where)), None)
+        return (audit_fts.count(conn, "SELECT count(*) FROM %s%s" % (src, where)), None)
     # rowid+0: SQLite knows rowid is unique and would drop a DISTINCT on it (a duplicated cell has one rowid)
     inner = "SELECT %srowid+0 AS r FROM %s%s" % ("" if indexed_by else "DISTINCT ", src, where)
     try:
@@ -565,12 +555,12 @@ def _fingerprint(conn, table_sql, where, indexed_by=None, rowid=True):
     except sqlite3.OperationalError as exc:
         if "overflow" not in str(exc):
             raise
-        return (_count(conn, "SELECT count(*) FROM (%s)" % inner), None)
+        return (audit_fts.count(conn, "SELECT count(*) FROM (%s)" % inner), None)
 
 
 def _is_integer_pk(conn, table, col):
     """An INTEGER PRIMARY KEY column is the rowid itself: no separate distinct check needed."""
-    for r in conn.execute("PRAGMA table_info(%s)" % _qi(table)).fetchall():
+    for r in conn.execute("PRAGMA table_info(%s)" % audit_fts.qi(table)).fetchall():
         if r[1] == col:
             return (r[2] or "").strip().upper() == "INTEGER"
     return False
@@ -600,235 +590,6 @@ def foreign_keys(conn, honesty, limit=100000):
     except sqlite3.Error as exc:
         out["error"] = "%s: %s" % (type(exc).__name__, exc)
     return out
-
-
-# --- FTS --------------------------------------------------------------------------------------
-
-def _docsize_tokens(blob):
-    """Tokens one *_docsize row counts: the sum of its varints (one per column)."""
-    total, off, n = 0, 0, len(blob or b"")
-    while off < n:
-        v, off = sqlite_format.read_varint(blob, off)
-        total += v
-    return total
-
-
-def fts_record(spec):
-    return {"module": spec["module"], "tokenizer": spec["tokenizer"], "checked": False, "ok": None,
-            "errors": [], "index_tokens": None, "docsize_tokens": None, "docsize_rows": None,
-            "content_rows": None, "terms": None, "probe": None}
-
-
-def fts_unchecked(spec, tooling):
-    """Why this host cannot check an FTS table at all, or None."""
-    if spec["module"] != "fts5":
-        return "%s tables are not checked (Hermes uses fts5)" % spec["module"]
-    if not tooling.get("fts5"):
-        return "host SQLite %s has no FTS5: cannot check" % sqlite3.sqlite_version
-    if spec["tokenizer"] == "trigram" and not tooling.get("trigram"):
-        return ("host SQLite %s has no trigram tokenizer (needs 3.34+): the table cannot be opened "
-                "here; only its shadow b-trees were checked" % sqlite3.sqlite_version)
-    return None
-
-
-def fts_prepare(worker, fts, records):
-    """An fts5vocab table over each checked FTS table in this worker connection's TEMP schema
-    (never the file), made before the connection runs any check; FTS5's refusal is kept."""
-    for n, name in enumerate(sorted(fts)):
-        if not records[name]["checked"]:
-            continue
-        vocab = "temp.%s" % _qi("fleetops_vocab_%d" % n)
-        try:
-            worker.conn.execute("CREATE VIRTUAL TABLE %s USING fts5vocab('main', %s, 'row')"
-                                % (vocab, "'" + name.replace("'", "''") + "'"))
-            worker.cache[("vocab", name)] = vocab
-        except sqlite3.Error as exc:
-            worker.cache[("vocab", name)] = exc
-
-
-def fts_vocab(worker, name, n):
-    """The name of this connection's fts5vocab table over `name`; raises FTS5's refusal."""
-    vocab = worker.cache[("vocab", name)]
-    if isinstance(vocab, Exception):
-        raise vocab
-    return vocab
-
-
-def fts_term_ranges(conn, name, pieces):
-    """Term ranges that split `name`'s index walk into about `pieces` parts of similar size, cut
-    at the first terms of its leaf pages in *_idx (main index terms start with "0"); [None]
-    (one range: everything) when it cannot be split."""
-    if pieces <= 1:
-        return [None]
-    try:
-        rows = conn.execute("SELECT term FROM %s NOT INDEXED" % _qi(name + "_idx")).fetchall()
-    except sqlite3.Error:
-        return [None]
-    terms = set()
-    for (t,) in rows:
-        if isinstance(t, bytes) and t[:1] == b"0" and len(t) > 1:
-            try:
-                terms.add(t[1:].decode("utf-8"))
-            except UnicodeDecodeError:
-                continue
-    terms = sorted(terms)
-    if len(terms) < 4 * pieces:
-        return [None]
-    cuts = sorted(set(terms[len(terms) * i // pieces] for i in range(1, pieces)))
-    bounds = [None] + cuts
-    return [(bounds[i], bounds[i + 1] if i + 1 < len(bounds) else None) for i in range(len(bounds))]
-
-
-def fts_walk(worker, name, n, term_range):
-    """(terms, tokens) of one term range of the index (None: all of it), walking every doclist."""
-    vocab = fts_vocab(worker, name, n)
-    where, args = [], []
-    if term_range is not None:
-        lo, hi = term_range
-        if lo is not None:
-            where.append("term >= ?")
-            args.append(lo)
-        if hi is not None:
-            where.append("term < ?")
-            args.append(hi)
-    sql = "SELECT count(*), sum(cnt) FROM %s" % vocab + (" WHERE " + " AND ".join(where) if where else "")
-    return worker.conn.execute(sql, args).fetchone()
-
-
-def fts_docsize(conn, name):
-    rows = 0
-    tokens = 0
-    for (sz,) in conn.execute("SELECT sz FROM %s NOT INDEXED" % _qi(name + "_docsize")):
-        rows += 1
-        tokens += _docsize_tokens(sz)
-    return rows, tokens
-
-
-def _failure(exc):
-    return "%s: %s" % (type(exc).__name__, exc)
-
-
-def _attempt(fn, *args):
-    """("ok", value) or ("error", message): a unit's SQLite or format error becomes evidence."""
-    try:
-        return ("ok", fn(*args))
-    except (sqlite3.Error, sqlite_format.FormatError) as exc:
-        return ("error", _failure(exc))
-
-
-def fts_units(objs, fts, tooling, walk_skipped, pieces, skip):
-    """(records, units) for every FTS table: the index walk (split into `pieces` term ranges),
-    the *_docsize and *_content scans and the MATCH probe, each a unit of its own; fts_finish
-    combines them. `walk_skipped`, when set, is why the walks do not run (the budget)."""
-    records, units = {}, []
-    for n, (name, spec) in enumerate(sorted(fts.items())):
-        rec = fts_record(spec)
-        records[name] = rec
-        why = fts_unchecked(spec, tooling)
-        if why:
-            rec["reason"] = why
-            continue
-        rec["checked"] = True
-        check = "fts:" + name
-        units.append(sqlite_workers.Unit(check + ":vocab", check,
-                                         lambda w, name=name, n=n: _attempt(fts_vocab, w, name, n), skip=skip))
-        if walk_skipped:
-            rec["walk_skipped"] = walk_skipped
-        else:
-            ranges = sqlite_workers.Unit(check + ":ranges", check,
-                                         lambda w, name=name: fts_term_ranges(w.conn, name, pieces), skip=skip)
-            units.append(ranges)
-            for i in range(max(1, pieces)):
-                def walk(w, name=name, n=n, i=i, ranges=ranges):
-                    if i >= len(ranges.result or ()):
-                        return None
-                    return _attempt(fts_walk, w, name, n, ranges.result[i])
-                units.append(sqlite_workers.Unit("%s:walk:%d" % (check, i), check, walk,
-                                                 deps=(ranges.name,), skip=skip))
-        if spec["columnsize"] and (name + "_docsize") in objs:
-            units.append(sqlite_workers.Unit(check + ":docsize", check,
-                                             lambda w, name=name: _attempt(fts_docsize, w.conn, name), skip=skip))
-        if (name + "_content") in objs:
-            units.append(sqlite_workers.Unit(check + ":content", check, lambda w, name=name: _attempt(
-                _count, w.conn, "SELECT count(*) FROM %s NOT INDEXED" % _qi(name + "_content")), skip=skip))
-
-        def probe(w, name=name, n=n):
-            try:
-                vocab = fts_vocab(w, name, n)
-            except sqlite3.Error as exc:
-                return None, ["fts5vocab: " + _failure(exc)]
-            holder = {"errors": []}
-            return _match_probe(w.conn, name, vocab, holder), holder["errors"]
-        units.append(sqlite_workers.Unit(check + ":probe", check, probe, skip=skip))
-    return records, units
-
-
-def fts_finish(records, fts, units):
-    """Fill each checked FTS record from its units' results, errors in the order one pass over
-    the table would meet them: the index walk, *_docsize, *_content, the two comparisons, the probe."""
-    for name, rec in records.items():
-        if not rec["checked"]:
-            continue
-        spec = fts[name]
-        check = "fts:" + name
-        got = dict((u.name[len(check) + 1:], u) for u in units.values() if u.check == check)
-        vocab = got["vocab"].result
-        if vocab and vocab[0] == "error":
-            rec["errors"].append("fts5vocab: %s" % vocab[1])
-            rec["ok"] = False
-            continue
-        walks = [got[k].result for k in sorted(k for k in got if k.startswith("walk:")) if got[k].result]
-        if walks:
-            failed = [r[1] for r in walks if r[0] == "error"]
-            if failed:
-                rec["errors"].append("index walk: %s" % failed[0])
-            else:
-                rec["terms"] = sum(r[1][0] for r in walks)
-                rec["index_tokens"] = sum(r[1][1] or 0 for r in walks)
-        for key, field in (("docsize", None), ("content", "content_rows")):
-            res = got[key].result if key in got else None
-            if res is None:
-                continue
-            if res[0] == "error":
-                rec["errors"].append("%s: %s" % (key, res[1]))
-            elif field:
-                rec[field] = res[1]
-            else:
-                rec["docsize_rows"], rec["docsize_tokens"] = res[1]
-        if (spec["detail"] == "full" and rec["index_tokens"] is not None
-                and rec["docsize_tokens"] is not None and rec["index_tokens"] != rec["docsize_tokens"]):
-            rec["errors"].append("index holds %d tokens, %s_docsize counts %d"
-                                 % (rec["index_tokens"], name, rec["docsize_tokens"]))
-        if (rec["content_rows"] is not None and rec["docsize_rows"] is not None
-                and rec["content_rows"] != rec["docsize_rows"]):
-            rec["errors"].append("%s_content has %d rows, %s_docsize %d"
-                                 % (name, rec["content_rows"], name, rec["docsize_rows"]))
-        if got["probe"].result is not None:
-            rec["probe"], errors = got["probe"].result
-            rec["errors"].extend(errors)
-        rec["ok"] = not rec["errors"]
-    return records
-
-
-def _match_probe(conn, name, vocab, rec):
-    """A term the index says exists must be found by MATCH."""
-    try:
-        row = conn.execute("SELECT term FROM %s WHERE doc > 0 LIMIT 1" % vocab).fetchone()
-    except sqlite3.Error as exc:
-        rec["errors"].append("probe term: %s: %s" % (type(exc).__name__, exc))
-        return None
-    if row is None:
-        return {"term": None, "rows": 0, "note": "empty index"}
-    term = row[0]
-    try:
-        hits = conn.execute("SELECT count(*) FROM (SELECT rowid FROM %s WHERE %s MATCH ? LIMIT 5)"
-                            % (_qi(name), _qi(name)), ('"%s"' % str(term).replace('"', '""'),)).fetchone()[0]
-    except sqlite3.Error as exc:
-        rec["errors"].append("MATCH probe: %s: %s" % (type(exc).__name__, exc))
-        return {"term": term, "rows": None}
-    if hits == 0:
-        rec["errors"].append("MATCH %r found no row although the index lists it" % term)
-    return {"term": term, "rows": hits}
 
 
 # --- host tooling -----------------------------------------------------------------------------
@@ -1221,7 +982,7 @@ def run_checks(rec, conn, connect, token, db, header, mode, objs, fts, tooling, 
         while len(conns) < jobs:
             conns.append(connect())
     except sqlite3.Error as exc:
-        note = "only %d connection(s) opened (%s)" % (len(conns), _failure(exc))
+        note = "only %d connection(s) opened (%s)" % (len(conns), audit_fts.failure(exc))
     if sqlite_workers.commit_token(db) != token:
         note = "a commit landed while the audit opened its connections: every check ran on one"
         for c in conns[1:] + [integ_conn]:
@@ -1250,14 +1011,14 @@ def run_checks(rec, conn, connect, token, db, header, mode, objs, fts, tooling, 
     if opts["budget_gb"] and not opts["deep"] and size > opts["budget_gb"] * 2 ** 30:
         walk_skipped = ("store is %.1f GB, over the audit budget of %g GB: FTS index walk not run "
                         "(--deep or a larger --budget runs it)" % (size / 2.0 ** 30, opts["budget_gb"]))
-    records, fts_list = fts_units(objs, fts, tooling, walk_skipped, 1 if len(conns) == 1 else 4 * len(conns),
+    records, fts_list = audit_fts.fts_units(objs, fts, tooling, walk_skipped, 1 if len(conns) == 1 else 4 * len(conns),
                                   skip=lambda: "base tables damaged" if base_failure() else None)
     units += fts_list
     units.append(U("foreign_keys", "foreign_keys", lambda w: foreign_keys(w.conn, dict(
         (u.name.split(":", 1)[1], u.result) for u in honesty_units)), deps=phase1[1:]))
     meter = sqlite_workers.Meter()
     try:
-        by = sqlite_workers.run_units(units, conns, prepare=lambda w: fts_prepare(w, fts, records))
+        by = sqlite_workers.run_units(units, conns, prepare=lambda w: audit_fts.fts_prepare(w, fts, records))
     finally:
         for c in conns[1:] + [integ_conn]:
             if c is not None:
@@ -1271,11 +1032,11 @@ def run_checks(rec, conn, connect, token, db, header, mode, objs, fts, tooling, 
     if why:
         for name, r in records.items():
             if r["checked"]:
-                records[name] = dict(fts_record(fts[name]), skipped="base tables already damaged (%s): "
+                records[name] = dict(audit_fts.fts_record(fts[name]), skipped="base tables already damaged (%s): "
                                      "the FTS checks add nothing to the verdict" % why)
                 skipped.append({"check": "fts:" + name, "reason": records[name]["skipped"]})
     else:
-        fts_finish(records, fts, by)
+        audit_fts.fts_finish(records, fts, by)
         for name, r in records.items():
             if r.get("walk_skipped"):
                 skipped.append({"check": "fts_walk:" + name, "reason": r["walk_skipped"]})
