@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from fleetops.remote.hermes import audit as hermes_audit
 from tests.corpus import damage
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 CASES = sorted(damage.ALL_CASES)
 # what the checks find (timings, free space and the like differ between any two runs)
 EVIDENCE = ("verdict", "conditions", "reasons", "errors_by_object", "errors_total", "integrity", "honesty",
