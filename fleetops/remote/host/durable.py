@@ -34,7 +34,12 @@ def fsync_file(path):
 
 def sha256_file(path, bufsize=1 << 20):
     """sha256 hex of a file's bytes, read in chunks."""
-    h = hashlib.sha256()
+    return hash_file(path, "sha256", bufsize)
+
+
+def hash_file(path, algorithm, bufsize=1 << 20):
+    """Hex digest of a file's bytes with any hashlib algorithm, read in chunks."""
+    h = hashlib.new(algorithm)
     with open(path, "rb") as fh:
         while True:
             b = fh.read(bufsize)

@@ -123,8 +123,9 @@ def _apply_attrs(path, mode, uid, gid):
         os.chmod(path, mode)
 
 
-def atomic_write(dest, content, mode, uid, gid):
-    """Write to a temp file beside `dest`, set attributes, fsync, rename over, fsync the dir."""
+def atomic_write(dest, content, mode, uid, gid, check=None):
+    """Write to a temp file beside `dest`, set attributes, fsync, rename over, fsync the dir.
+    `check(temp_path)` may refuse the new file before the rename: its message is raised as Fail."""
     directory = os.path.dirname(dest) or "."
     fd, tmp = tempfile.mkstemp(prefix=".fleetops-", suffix=".tmp", dir=directory)
     try:
@@ -135,6 +136,9 @@ def atomic_write(dest, content, mode, uid, gid):
                 os.fchown(f.fileno(), -1 if uid is None else uid, -1 if gid is None else gid)
             os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
+        refused = check(tmp) if check is not None else None
+        if refused:
+            raise Fail(refused)
         os.replace(tmp, dest)
     except BaseException:
         try:
