@@ -368,7 +368,8 @@ class TaskRunner:
 
         return TaskContext(
             host=self.host, transport=transport, variables=variables, check=check, diff=diff,
-            host_dir=run.host_dir(self.host), payload=payload, project_dir=run.playbook_dir,
+            host_dir=run.host_dir(self.host), payload=payload,
+            project_dir=getattr(self.pctx.play, "base_dir", None) or run.playbook_dir,
             templar=self.templar,
             extra={"become_user": become_user, "delegated": delegated, "run_id": run.run_id,
                    "results_dir": run.options.results_dir, "stop": run.stop, "task": task,

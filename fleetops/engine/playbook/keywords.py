@@ -32,7 +32,7 @@ ROLE_KEYWORDS = ROLE_ENTRY_KEYS[2:]
 ROLE_FROM_KEYS = ("tasks_from", "vars_from", "defaults_from", "handlers_from")
 LOOP_CONTROL_KEYS = ("loop_var", "label")
 NOT_SUPPORTED = {
-    "import_playbook": "import_playbook is not supported: run each playbook separately",
+    "import_playbook": "import_playbook is a playbook entry, not a task or play key",
     "include": "'include' was removed from Ansible (2.16): use include_tasks or import_tasks",
     "include_vars": "include_vars is not supported: use vars_files",
     "environment": "unknown key 'environment' (not supported: set variables in the command)",

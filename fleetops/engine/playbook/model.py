@@ -96,6 +96,7 @@ class Play:
     order: str = "inventory"
     vars_files_where: list = field(default_factory=list, repr=False)
     positions: dict = field(default_factory=dict, repr=False)
+    base_dir: str | None = None                     # the directory of the playbook file the play is in
 
     def key_where(self, key: str) -> str:
         return self.positions.get(key, self.where)

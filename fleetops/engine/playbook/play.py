@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass, field
 
-from fleetops.engine.playbook.checks import is_template, kind, want_bool, want_str, want_str_list, want_vars
-from fleetops.engine.playbook.keywords import (NOT_SUPPORTED, ORDERS, PLAY_BOOL_KEYS, PLAY_KEYS, STRATEGIES,
+from fleetops.engine.playbook.checks import (is_template, kind, want_bool, want_conditions, want_str,
+                                             want_str_list, want_vars)
+from fleetops.engine.playbook.keywords import (BUILTIN_PREFIXES, ORDERS, PLAY_BOOL_KEYS, PLAY_KEYS, STRATEGIES,
                                                Inherit, Load, unknown_keys)
 from fleetops.engine.playbook.model import Play, Playbook, Task
 from fleetops.engine.playbook.roles import play_roles
@@ -101,7 +103,7 @@ def set_limit(play: Play, key: str, rendered) -> None:
         play.max_fail_percentage = None if rendered in (None, "") else _max_fail(rendered, where)
 
 
-def build_play(m, base_dir: str, modules: dict, index: int, path: str, roles_path=()) -> Play:
+def build_play(m, base_dir: str, modules: dict, index: int, path: str, roles_path=(), outer=None) -> Play:
     if not isinstance(m, Mapping):
         raise BadInput(f"play #{index + 1} must be a mapping, not {kind(m)}",
                        where=getattr(m, "where", None) or path)
@@ -152,6 +154,9 @@ def build_play(m, base_dir: str, modules: dict, index: int, path: str, roles_pat
         else:
             setattr(play, key, want_bool(m, key, default))
     play.tags = want_str_list(m, "tags", split_commas=True)
+    if outer is not None:
+        play.tags = list(dict.fromkeys(play.tags + outer.tags))
+        play.vars = _merged(play.vars, outer.vars)
     play.become_user = want_str(m, "become_user")
     play.remote_user = want_str(m, "remote_user")
     for key, choices, default in (("strategy", STRATEGIES, "linear"), ("order", ORDERS, "inventory")):
@@ -161,8 +166,12 @@ def build_play(m, base_dir: str, modules: dict, index: int, path: str, roles_pat
         else:
             setattr(play, key, _want_choice(m, key, choices, default))
     ctx = Load(modules=modules, playbook_dir=base_dir, build_task=build_task, roles_path=tuple(roles_path))
+    play.base_dir = base_dir
     inherited = Inherit(tags=list(play.tags), become=play.become, become_user=play.become_user,
-                         remote_user=play.remote_user, base_dir=base_dir, load=ctx)
+                        remote_user=play.remote_user, base_dir=base_dir, load=ctx)
+    for_handlers = inherited
+    if outer is not None and outer.when:     # an import's `when` guards the tasks, not the handlers
+        inherited = inherited.sub(when=list(outer.when))
     pre = task_list(m, "pre_tasks", modules, inherited, handler=False) or []
     roles = play_roles(m, inherited)
     main = task_list(m, "tasks", modules, inherited, handler=False) or []
@@ -171,7 +180,7 @@ def build_play(m, base_dir: str, modules: dict, index: int, path: str, roles_pat
     play.tasks = pre + ([_flush(m.where)] if pre else []) + roles + main
     if post:
         play.tasks += [_flush(m.where)] + post
-    own_handlers = task_list(m, "handlers", modules, inherited, handler=True) or []
+    own_handlers = task_list(m, "handlers", modules, for_handlers, handler=True) or []
     play.handlers = ctx.handlers + own_handlers        # roles' handlers first, as ansible-core
     return play
 
@@ -192,26 +201,85 @@ def _flush(where: str) -> Task:
     return Task(where=where, module="meta", args=args, implicit=True, tags=["always"])
 
 
+IMPORT_PLAYBOOK_KEYS = ("name", "tags", "vars", "when")
+
+
+@dataclass
+class _Imported:
+    """What an `import_playbook` entry gives every play of the file it imports (as ansible-core:
+    its tags join each play's, its vars win over the play's, its `when` guards each task)."""
+
+    tags: list = field(default_factory=list)
+    vars: dict = field(default_factory=dict)
+    when: list = field(default_factory=list)
+    files: tuple = ()                     # the playbooks being read (an import loop is BadInput)
+
+
+def _merged(*parts) -> Mapping:
+    """Variable mappings merged left to right, each key keeping the position it was written at."""
+    out = Mapping()
+    for part in parts:
+        for k, v in part.items():
+            out[k] = v
+            if isinstance(part, Mapping):
+                out.set_where(k, part.key_where(k), part.value_where(k))
+    out.where = getattr(parts[0], "where", None)
+    return out
+
+
 def load_playbook(path: str, modules: dict[str, type], roles_path=()) -> Playbook:
-    """Load and check a playbook file: a list of plays. Raises BadInput with file:line:col."""
+    """Load and check a playbook file: a list of plays and `import_playbook` entries.
+    Raises BadInput with file:line:col."""
+    book = Playbook(path=str(path))
+    book.plays = _plays(str(path), modules, tuple(roles_path), _Imported(files=(os.path.abspath(path),)))
+    return book
+
+
+def _plays(path: str, modules: dict, roles_path: tuple, outer: _Imported, where: str | None = None) -> list:
     data = load_yaml(path)
     if data is None:
-        raise BadInput("the playbook is empty", where=str(path))
+        raise BadInput("the playbook is empty", where=where or path)
     if isinstance(data, Mapping):
-        if "import_playbook" in data:
-            raise BadInput(NOT_SUPPORTED["import_playbook"], where=data.key_where("import_playbook"))
         raise BadInput("a playbook must be a list of plays (start each play with '- hosts: ...')",
                        where=data.where)
     if not isinstance(data, Sequence):
-        raise BadInput(f"a playbook must be a list of plays, not {kind(data)}", where=str(path))
+        raise BadInput(f"a playbook must be a list of plays, not {kind(data)}", where=where or path)
     if not data:
         raise BadInput("the playbook has no plays", where=data.where)
     base = os.path.dirname(os.path.abspath(path))
-    book = Playbook(path=str(path))
+    plays: list = []
     for i, item in enumerate(data):
-        if isinstance(item, Mapping) and "import_playbook" in item:
-            raise BadInput(NOT_SUPPORTED["import_playbook"], where=item.key_where("import_playbook"))
         if not isinstance(item, Mapping):
             raise BadInput(f"play #{i + 1} must be a mapping, not {kind(item)}", where=data.item_where(i))
-        book.plays.append(build_play(item, base, modules, i, str(path), roles_path))
-    return book
+        key = next((k for k in item if isinstance(k, str) and k in ("import_playbook",)
+                    + tuple(p + "import_playbook" for p in BUILTIN_PREFIXES)), None)
+        if key is not None:
+            plays += _import_playbook(item, key, base, modules, roles_path, outer)
+        else:
+            plays.append(build_play(item, base, modules, i, path, roles_path, outer))
+    return plays
+
+
+def _import_playbook(m: Mapping, key: str, base: str, modules: dict, roles_path: tuple,
+                     outer: _Imported) -> list:
+    """The plays of the playbook an `import_playbook` entry names, read now with its keywords."""
+    unknown_keys(m, (key,) + IMPORT_PLAYBOOK_KEYS, "import_playbook")
+    name = m[key]
+    if not isinstance(name, str) or not name.strip():
+        raise BadInput(f"import_playbook must be a playbook file name, not {kind(name)}", where=m.value_where(key))
+    if is_template(name):
+        raise BadInput(f"a templated import_playbook ({name!r}) is not supported: fleetops reads every playbook "
+                       "before the run, so name the file", where=m.value_where(key))
+    if name.count(".") >= 2 and "/" not in name and not name.endswith((".yml", ".yaml")):
+        raise BadInput(f"playbook {name!r} is in a collection: collections are not supported",
+                       where=m.value_where(key))
+    path = os.path.normpath(os.path.join(base, os.path.expanduser(name.strip())))
+    if not os.path.isfile(path):
+        raise BadInput(f"playbook not found: {name} (looked in {base})", where=m.value_where(key))
+    if path in outer.files:
+        raise BadInput(f"{os.path.basename(path)} imports itself (through "
+                       f"{' -> '.join(map(os.path.basename, outer.files))})", where=m.value_where(key))
+    inner = _Imported(tags=list(dict.fromkeys(outer.tags + want_str_list(m, "tags", split_commas=True))),
+                      vars=_merged(outer.vars, want_vars(m, "vars")),
+                      when=outer.when + (want_conditions(m, "when") or []), files=outer.files + (path,))
+    return _plays(path, modules, roles_path, inner, where=m.value_where(key))

@@ -27,7 +27,7 @@ SKIP_DIRS = {"roles", "group_vars", "host_vars", "tasks", "handlers", "templates
              "molecule", "files", "meta"}
 # fleetops refuses these on purpose (README "Differences from Ansible"): message fragments
 REFUSALS = ("unknown module", "unknown argument", "a templated include_tasks file", "a templated include_role",
-            "a templated import_role", "a loop over an include", "import_playbook is not supported",
+            "a templated import_role", "a loop over an include", "a templated import_playbook",
             "include_vars is not supported", "is not allowed on an include", "'strategy' must be one of",
             "must be true or false, not a string", "unknown key 'debugger'", "in 'action'",
             "argument 'cmd' of module 'meta' must be one of", "unknown key 'notify' in apply",
