@@ -14,6 +14,8 @@ PAYLOADS = {
     "ping": "host.ping",
     "files": "host.files",
     "wait_for": "host.wait_for",
+    "stat": "host.stat",
+    "lineinfile": "host.lineinfile",
     "crontab": "host.cron",
     "systemd_user": "host.systemd_user",
     "hostlock": "host.hostlock",

@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-from fleetops.remote import lineinfile as fo_lineinfile
-from fleetops.remote import stat as fo_stat
+from fleetops.remote.host import lineinfile as fo_lineinfile
+from fleetops.remote.host import stat as fo_stat
 from tests.compat import oracle
 
 pytestmark = pytest.mark.skipif(not oracle.available(),

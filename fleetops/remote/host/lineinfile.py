@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import time
 
-from fleetops.remote.files import DEFAULT_FILE_MODE, Fail, atomic_write, content_diff, parse_mode
+from fleetops.remote.host.files import DEFAULT_FILE_MODE, Fail, atomic_write, content_diff, parse_mode
 
 LINESEP = os.linesep.encode()
 

@@ -9,7 +9,7 @@ import os
 import stat as st
 import subprocess
 
-from fleetops.remote.durable import hash_file
+from fleetops.remote.host.durable import hash_file
 
 try:
     import grp
