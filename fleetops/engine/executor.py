@@ -40,6 +40,10 @@ STAT_KEYS = ("ok", "changed", "unreachable", "failed", "skipped", "rescued", "ig
 FACTS_TASK = SimpleNamespace(name="Gathering Facts", module="gather_facts", register=None, notify=[],
                              ignore_errors=False, run_once=False, tags=["always"])
 
+# the ansible-core release whose playbook semantics fleetops follows (and is tested against):
+# what `ansible_version` gives a playbook that checks it (`ansible_version.full is version(...)`)
+ANSIBLE_VERSION = {"full": "2.19.0", "major": 2, "minor": 19, "revision": 0, "string": "2.19.0 (fleetops)"}
+
 
 @dataclass
 class RunOptions:
@@ -667,6 +671,7 @@ class _Run:
             "fleetops_run_id": self.run_id,
             "fleetops_results_dir": results_dir,
             "omit": self.omit,
+            "ansible_version": ANSIBLE_VERSION,
         }
 
     def task_vars(self, pctx: _Play, host: str, task, frame: Frame, check: bool) -> dict:

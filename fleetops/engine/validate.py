@@ -20,6 +20,7 @@ FACT_NAMES = frozenset({
     "ansible_distribution_version", "ansible_distribution_release", "ansible_python_version",
     "ansible_python", "ansible_sqlite_version", "ansible_hostname", "ansible_fqdn",
     "ansible_user_id", "ansible_user_uid", "ansible_user_dir", "ansible_nproc",
+    "ansible_distribution_major_version", "ansible_pkg_mgr", "ansible_default_ipv4", "ansible_env",
     "fleetops_sqlite_fts5", "fleetops_sqlite_trigram",
 })
 
@@ -27,7 +28,7 @@ MAGIC_VARS = frozenset({
     "inventory_hostname", "inventory_hostname_short", "group_names", "groups", "hostvars",
     "play_hosts", "ansible_play_hosts", "ansible_play_batch", "ansible_check_mode",
     "ansible_diff_mode", "playbook_dir", "inventory_dir", "omit", "fleetops_run_id",
-    "fleetops_results_dir", "item", "ansible_loop",
+    "fleetops_results_dir", "item", "ansible_loop", "ansible_version", "ansible_play_hosts_all",
 })
 
 # Defined by the executor only inside `rescue:` (as in Ansible).

@@ -82,6 +82,96 @@ def _user():
         return os.environ.get("USER", str(uid)), uid, os.path.expanduser("~")
 
 
+def _debian_version(rel):
+    """ansible-core's Debian version: /etc/debian_version when it is numeric (12.11), else VERSION_ID."""
+    try:
+        with open("/etc/debian_version", encoding="utf-8", errors="replace") as f:
+            text = f.read().strip()
+    except OSError:
+        return rel.get("VERSION_ID", "")
+    return text if text[:1].isdigit() else rel.get("VERSION_ID", "")
+
+
+# by OS family first, then whatever is installed (ansible-core's pkg_mgr fact)
+PKG_MGRS = (("apt", "/usr/bin/apt-get"), ("dnf", "/usr/bin/dnf"), ("yum", "/usr/bin/yum"),
+            ("zypper", "/usr/bin/zypper"), ("pacman", "/usr/bin/pacman"), ("apk", "/sbin/apk"),
+            ("apk", "/usr/bin/apk"), ("portage", "/usr/bin/emerge"))
+FAMILY_PKG_MGRS = {"Debian": ("apt",), "RedHat": ("dnf", "yum"), "Suse": ("zypper",),
+                   "Archlinux": ("pacman",), "Alpine": ("apk",), "Gentoo": ("portage",)}
+
+
+def pkg_mgr(family):
+    found = [name for name, path in PKG_MGRS if os.path.exists(path)]
+    for name in FAMILY_PKG_MGRS.get(family, ()):
+        if name in found:
+            return name
+    return found[0] if found else "unknown"
+
+
+def _route_default():
+    """(interface, gateway) of the IPv4 default route from /proc/net/route, or (None, None)."""
+    try:
+        with open("/proc/net/route") as f:
+            rows = [line.split() for line in f.readlines()[1:]]
+    except OSError:
+        return None, None
+    best = None
+    for r in rows:
+        if len(r) >= 8 and r[1] == "00000000" and int(r[3], 16) & 2:   # destination 0/0 with RTF_GATEWAY
+            if best is None or int(r[6]) < int(best[6]):
+                best = r
+    if best is None:
+        return None, None
+    return best[0], socket.inet_ntoa(int(best[2], 16).to_bytes(4, "little"))
+
+
+def _ifaddr(iface, request):
+    import fcntl
+    import struct
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        raw = fcntl.ioctl(s.fileno(), request, struct.pack("256s", iface[:15].encode()))
+    finally:
+        s.close()
+    return socket.inet_ntoa(raw[20:24])
+
+
+def _sys_net(iface, name):
+    try:
+        with open("/sys/class/net/%s/%s" % (iface, name)) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def default_ipv4():
+    """ansible_default_ipv4: the interface of the default route and its address ({} without one)."""
+    iface, gateway = _route_default()
+    if iface is None:
+        return {}
+    out = {"gateway": gateway, "interface": iface, "alias": iface}
+    try:
+        out["address"] = _ifaddr(iface, 0x8915)          # SIOCGIFADDR
+        out["netmask"] = _ifaddr(iface, 0x891b)          # SIOCGIFNETMASK
+        try:
+            out["broadcast"] = _ifaddr(iface, 0x8919)    # SIOCGIFBRDADDR
+        except OSError:
+            out["broadcast"] = ""
+    except (OSError, ImportError):
+        return out
+    mask = int.from_bytes(socket.inet_aton(out["netmask"]), "big")
+    addr = int.from_bytes(socket.inet_aton(out["address"]), "big")
+    out["network"] = socket.inet_ntoa((addr & mask).to_bytes(4, "big"))
+    out["prefix"] = str(bin(mask).count("1"))
+    mac, mtu, kind = _sys_net(iface, "address"), _sys_net(iface, "mtu"), _sys_net(iface, "type")
+    if mac:
+        out["macaddress"] = mac
+    if mtu and mtu.isdigit():
+        out["mtu"] = int(mtu)
+    out["type"] = {"1": "ether", "772": "loopback", "776": "ipip"}.get(kind or "", "unknown")
+    return out
+
+
 def _nproc():
     try:
         return len(os.sched_getaffinity(0))
@@ -97,6 +187,7 @@ def gather():
     sqlite_version, fts5, trigram = _sqlite_probe()
     user, uid, home = _user()
     hostname = socket.gethostname()
+    version = _debian_version(rel) if family == "Debian" and os_id == "debian" else rel.get("VERSION_ID", "")
     return {
         "ansible_architecture": platform.machine(),
         "ansible_machine": platform.machine(),
@@ -104,7 +195,8 @@ def gather():
         "ansible_kernel": platform.release(),
         "ansible_os_family": family or platform.system(),
         "ansible_distribution": DISTRIBUTION.get(os_id) or rel.get("NAME") or platform.system(),
-        "ansible_distribution_version": rel.get("VERSION_ID", ""),
+        "ansible_distribution_version": version,
+        "ansible_distribution_major_version": version.split(".")[0] if version else "NA",
         "ansible_distribution_release": rel.get("VERSION_CODENAME") or rel.get("UBUNTU_CODENAME", ""),
         "ansible_python_version": platform.python_version(),
         "ansible_python": sys.executable,
@@ -115,6 +207,9 @@ def gather():
         "ansible_user_uid": uid,
         "ansible_user_dir": home,
         "ansible_nproc": _nproc(),
+        "ansible_pkg_mgr": pkg_mgr(family),
+        "ansible_default_ipv4": default_ipv4(),
+        "ansible_env": dict(os.environ),
         "fleetops_sqlite_fts5": fts5,
         "fleetops_sqlite_trigram": trigram,
     }

@@ -61,6 +61,12 @@ def test_facts_show_aarch64_and_older_versions(mixed_lab, tmp_path):
     assert _vt(old["ansible_python_version"]) < _vt(native["ansible_python_version"])
     assert _vt(old["ansible_sqlite_version"]) < _vt(native["ansible_sqlite_version"])
     assert old["fleetops_sqlite_fts5"] is True
+    assert old["ansible_distribution_major_version"] == "11" and old["ansible_distribution_version"].startswith("11.")
+    assert arm["ansible_distribution_major_version"] == "12"
+    for f in (native, arm, old):
+        assert f["ansible_pkg_mgr"] == "apt"
+        assert f["ansible_env"]["HOME"] == f["ansible_user_dir"]
+        assert isinstance(f["ansible_default_ipv4"], dict)
 
     tasks = {t["name"]: t for t in doc["plays"][0]["tasks"]}
     probe = {h: r["result"]["stdout"].split() for h, r in tasks["sqlite from a payload-free command"]["results"].items()}
