@@ -16,6 +16,7 @@ PAYLOADS = {
     "wait_for": "host.wait_for",
     "stat": "host.stat",
     "lineinfile": "host.lineinfile",
+    "package": "host.package",
     "crontab": "host.cron",
     "systemd_user": "host.systemd_user",
     "hostlock": "host.hostlock",
