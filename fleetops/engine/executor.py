@@ -554,6 +554,12 @@ class _Run:
                         facts.update(r["ansible_facts"])
                 if facts and getattr(task, "module", None) != "gather_facts":
                     st.persistent.update(mark_unsafe(facts))
+            if not failed and not unreachable:
+                for r in [res] + [r for r in res.get("results", ()) if isinstance(r, dict)]:
+                    if r.get("add_group") and not r.get("failed") and not r.get("skipped"):
+                        self.inventory.add_to_group(host, r["add_group"], r.get("parent_groups") or ["all"])
+                        self._groups = None            # `groups` is recomputed for the next task
+                        self._inv_vars.pop(host, None)  # and the host's group_names
             if rescued:
                 st.persistent["ansible_failed_task"] = {"name": task.name or task.module,
                                                         "module": task.module}

@@ -99,6 +99,7 @@ class Inventory:
         # ansible.cfg's remote_user / private_key_file / timeout: below every host variable
         self.conn_defaults: dict = {}
         self._ssh_configs: dict = {}
+        self.vars_base: str | None = None    # where group_vars/ and host_vars/ are read from
 
     # -- variables
 
@@ -183,6 +184,46 @@ class Inventory:
     def groups_map(self) -> dict:
         """Ansible's `groups` magic variable: group name -> host names (incl. `all`, `ungrouped`)."""
         return {name: self.group_hosts(name) for name in self.groups}
+
+    def add_to_group(self, hostname: str, group: str, parents=("all",)) -> bool:
+        """A group made while a playbook runs (group_by), as ansible-core's strategy adds it: the group
+        (and each parent, under `all`) created if new, the group made a child of every parent, the host
+        a member. True when anything changed."""
+        changed = False
+        for name in list(parents) + [group]:
+            if name not in self.groups:
+                g = self.groups[name] = Group(name)
+                g.parents = ["all"]
+                g.depth = 1
+                self.groups["all"].children.append(name)
+                directory = os.path.join(self.vars_base, "group_vars") if self.vars_base else None
+                for f in _find_vars_files(directory, name) if directory and os.path.isdir(directory) else ():
+                    data, wheres = _load_vars_file(f)        # group_vars/<new group>, as ansible-core
+                    g.file_vars.update(data)
+                    g.file_where.update(wheres)
+                changed = True
+        g = self.groups[group]
+        for parent in parents:
+            if parent != "all" and parent not in g.parents:
+                if "all" in g.parents:
+                    g.parents.remove("all")
+                    self.groups["all"].children.remove(group)
+                g.parents.append(parent)
+                self.groups[parent].children.append(group)
+                g.depth = max(g.depth, self.groups[parent].depth + 1)
+                changed = True
+        if hostname not in g.hosts:
+            g.hosts.append(hostname)
+            changed = True
+        host = self._host(hostname)
+        closure, todo = set(host.groups), [group]
+        while todo:
+            name = todo.pop()
+            if name not in closure:
+                closure.add(name)
+                todo.extend(self.groups[name].parents)
+        host.groups = sorted(closure, key=lambda n: self.groups[n].sort_key())
+        return changed
 
     def select(self, pattern: str) -> list:
         """Host names matching an Ansible host pattern, in inventory order."""
@@ -972,5 +1013,6 @@ def load_inventory(path: str) -> Inventory:
         else:
             _parse_ini(b, text, f)
     inv = b.finish()
+    inv.vars_base = base
     _load_vars_dirs(inv, base)
     return inv

@@ -138,7 +138,9 @@ class _Checker:
                                where=task.key_where("notify"))
 
 
-def _select(play: Play, inventory) -> list:
+def _select(play: Play, inventory, grouping: bool = False) -> list:
+    """The play's hosts; after a group_by a pattern may name a group made while running, so
+    matching nothing yet is allowed then, and every host is checked as a possible member."""
     where = play.key_where("hosts")
     try:
         hosts = list(inventory.select(play.hosts))
@@ -146,6 +148,8 @@ def _select(play: Play, inventory) -> list:
         if exc.where:
             raise
         raise BadInput(exc.msg, where=where) from None
+    if not hosts and grouping:
+        return list(inventory.select("all"))
     if not hosts:
         inv = getattr(inventory, "path", None) or "(inventory)"
         raise BadInput(f"hosts pattern '{play.hosts}' matches no host in inventory {inv}", where=where)
@@ -242,8 +246,10 @@ def validate(playbook: Playbook, inventory, extra_vars: dict, modules: dict) -> 
     seen_templates: set = set()
     extra = set(extra_vars or {})
     runtime: set = set()   # registered / set_fact names persist per host across plays
+    grouping = False       # a group_by ran before: later patterns may name the groups it makes
     for play in playbook.plays:
-        hosts = _select(play, inventory)
+        hosts = _select(play, inventory, grouping)
+        grouping = grouping or any(t.module == "group_by" for t in walk_tasks(list(play.tasks) + list(play.handlers)))
         check_connections(inventory, hosts, extra_vars, playbook.dir)
         inv_names: set = set()
         for host in hosts:

@@ -1,0 +1,118 @@
+"""group_by: groups made while the playbook runs, compared with ansible-playbook itself.
+
+Both run the same playbook over the same local-connection hosts; which hosts each later task
+runs on (by the groups group_by made, their parents, `group_names` and group_vars/ of a new
+group) must agree.
+"""
+from __future__ import annotations
+
+import re
+import textwrap
+
+import pytest
+
+from tests.compat import oracle
+from tests.executor.conftest import run_yaml
+
+pytestmark = pytest.mark.skipif(not oracle.available(),
+                                reason="ansible-core missing: scripts/setup.sh installs the [test] extra")
+
+INVENTORY = """
+all:
+  vars: {ansible_connection: local}
+  children:
+    web:
+      hosts:
+        h1: {tier: front}
+        h2: {tier: back}
+    db:
+      hosts:
+        h3: {tier: back end}
+"""
+PLAYBOOK = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: by tier
+      group_by: {key: "tier_{{ tier }}", parents: [tiers]}
+    - name: web only again
+      group_by: {key: webish}
+      when: "'web' in group_names"
+- hosts: tier_back
+  gather_facts: false
+  tasks:
+    - name: back
+      debug: {msg: "{{ group_names | join(',') }}"}
+- hosts: tiers:!tier_front
+  gather_facts: false
+  tasks:
+    - name: parents
+      debug: {msg: "{{ colour }}"}
+- hosts: webish
+  gather_facts: false
+  tasks:
+    - name: webish
+      debug: {msg: "{{ groups['webish'] | join(',') }}"}
+- hosts: "tier_back-end"
+  gather_facts: false
+  tasks:
+    - name: spaces become dashes
+      debug: {msg: "{{ inventory_hostname }}"}
+"""
+GROUP_VARS = {"group_vars/tiers.yml": "colour: blue\n"}
+
+_TASK = re.compile(r"^TASK \[(.+?)\]")
+_OK = re.compile(r"^ok: \[([^\]]+)\] => \{")
+_MSG = re.compile(r'^\s+"msg": "(.*)"$')
+
+
+def _ansible(tmp_path) -> dict:
+    d = tmp_path / "ansible"
+    d.mkdir()
+    (d / "inventory.yml").write_text(textwrap.dedent(INVENTORY))
+    (d / "site.yml").write_text(textwrap.dedent(PLAYBOOK))
+    for rel, text in GROUP_VARS.items():
+        (d / rel).parent.mkdir(parents=True, exist_ok=True)
+        (d / rel).write_text(text)
+    p = oracle.run("ansible-playbook", "-i", str(d / "inventory.yml"), str(d / "site.yml"), cwd=str(d))
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    out, task, host = {}, None, None
+    for line in p.stdout.splitlines():
+        if _TASK.match(line):
+            task = _TASK.match(line).group(1)
+        elif _OK.match(line):
+            host = _OK.match(line).group(1)
+        elif _MSG.match(line) and task and host:
+            out.setdefault(task, {})[host] = _MSG.match(line).group(1)
+    return out
+
+
+def test_group_by_as_ansible_playbook(tmp_path):
+    want = _ansible(tmp_path)
+    (tmp_path / "inventory.yml").write_text(textwrap.dedent(INVENTORY))
+    for rel, text in GROUP_VARS.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    outcome, rec = run_yaml(tmp_path, PLAYBOOK, inventory=INVENTORY)
+    assert outcome.exit_code == 0, rec.failures()
+    got = {}
+    for task in ("back", "parents", "webish", "spaces become dashes"):
+        got[task] = {h: r["msg"] for h, r in rec.results(task).items()}
+    assert got == want
+    assert want["back"] and want["parents"] and want["webish"]          # each play ran somewhere
+
+
+def test_a_pattern_matching_nothing_is_still_refused_without_a_group_by_before_it(tmp_path):
+    from fleetops.engine.inventory import load_inventory
+    from fleetops.engine.playbook import load_playbook
+    from fleetops.engine.validate import validate
+    from fleetops.errors import BadInput
+    from fleetops.modules.registry import get_modules
+    (tmp_path / "inventory.yml").write_text(textwrap.dedent(INVENTORY))
+    pb = tmp_path / "pb.yml"
+    pb.write_text("- hosts: tier_back\n  tasks: [{debug: {msg: x}}]\n"
+                  "- hosts: all\n  tasks: [{group_by: {key: tier_back}}]\n")
+    with pytest.raises(BadInput) as exc:
+        validate(load_playbook(str(pb), get_modules()), load_inventory(str(tmp_path / "inventory.yml")), {},
+                 get_modules())
+    assert "matches no host" in exc.value.msg and exc.value.where.endswith("pb.yml:1:3")
