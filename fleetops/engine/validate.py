@@ -248,6 +248,10 @@ def validate(playbook: Playbook, inventory, extra_vars: dict, modules: dict) -> 
     runtime: set = set()   # registered / set_fact names persist per host across plays
     grouping = False       # a group_by ran before: later patterns may name the groups it makes
     for play in playbook.plays:
+        for name, where in play.prompts:
+            if name not in extra:
+                raise BadInput(f"vars_prompt '{name}' has no default and is not given with -e: a fleetops "
+                               f"run never stops to ask; pass -e {name}=...", where=where)
         hosts = _select(play, inventory, grouping)
         grouping = grouping or any(t.module == "group_by" for t in walk_tasks(list(play.tasks) + list(play.handlers)))
         check_connections(inventory, hosts, extra_vars, playbook.dir)

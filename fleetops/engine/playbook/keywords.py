@@ -14,7 +14,8 @@ BUILTIN_PREFIXES = ("ansible.builtin.", "ansible.legacy.")
 
 PLAY_KEYS = ("name", "hosts", "vars", "vars_files", "serial", "max_fail_percentage",
              "any_errors_fatal", "gather_facts", "tasks", "handlers", "tags", "become",
-             "become_user", "remote_user", "pre_tasks", "post_tasks", "roles", "strategy", "order")
+             "become_user", "remote_user", "pre_tasks", "post_tasks", "roles", "strategy", "order",
+             "vars_prompt")
 # play keywords that may be templates of play vars, vars_files and -e (rendered by validate)
 PLAY_BOOL_KEYS = ("any_errors_fatal", "gather_facts")
 STRATEGIES = ("linear", "free")
@@ -36,7 +37,6 @@ NOT_SUPPORTED = {
     "include": "'include' was removed from Ansible (2.16): use include_tasks or import_tasks",
     "include_vars": "include_vars is not supported: use vars_files",
     "environment": "unknown key 'environment' (not supported: set variables in the command)",
-    "vars_prompt": "vars_prompt is not supported: a fleet run never stops to ask; pass -e instead",
     "async": "async/poll are not supported: use a command's own timeout",
     "poll": "async/poll are not supported: use a command's own timeout",
     "delegate_facts": "delegate_facts is not supported (delegate_to runs on localhost only)",

@@ -97,6 +97,7 @@ class Play:
     vars_files_where: list = field(default_factory=list, repr=False)
     positions: dict = field(default_factory=dict, repr=False)
     base_dir: str | None = None                     # the directory of the playbook file the play is in
+    prompts: list = field(default_factory=list)     # vars_prompt names with no default: (name, where), -e must give them
 
     def key_where(self, key: str) -> str:
         return self.positions.get(key, self.where)

@@ -10,7 +10,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from fleetops.engine.playbook.checks import (is_template, kind, want_bool, want_conditions, want_str,
+from fleetops.engine.playbook.checks import (IDENT, is_template, kind, want_bool, want_conditions, want_str,
                                              want_str_list, want_vars)
 from fleetops.engine.playbook.keywords import (BUILTIN_PREFIXES, ORDERS, PLAY_BOOL_KEYS, PLAY_KEYS, STRATEGIES,
                                                Inherit, Load, unknown_keys)
@@ -126,6 +126,7 @@ def build_play(m, base_dir: str, modules: dict, index: int, path: str, roles_pat
     play.hosts_written = [h.strip() for h in m["hosts"]] if isinstance(m["hosts"], list) else [play.hosts]
     play.name = want_str(m, "name", default=",".join(play.hosts_written))
     play.vars = want_vars(m, "vars")
+    _vars_prompt(m, play)
     raw_files = m.get("vars_files")
     if raw_files is not None:
         items = raw_files if isinstance(raw_files, list) else [raw_files]
@@ -183,6 +184,38 @@ def build_play(m, base_dir: str, modules: dict, index: int, path: str, roles_pat
     own_handlers = task_list(m, "handlers", modules, for_handlers, handler=True) or []
     play.handlers = ctx.handlers + own_handlers        # roles' handlers first, as ansible-core
     return play
+
+
+PROMPT_KEYS = ("name", "prompt", "default", "private", "confirm", "unsafe")
+
+
+def _vars_prompt(m: Mapping, play: Play) -> None:
+    """vars_prompt, for a run that never stops to ask: -e gives the answer, else the default
+    (set as a play variable); a name with neither is refused by validation, at its line."""
+    raw = m.get("vars_prompt")
+    if raw is None:
+        return
+    if not isinstance(raw, list):
+        raise BadInput(f"'vars_prompt' must be a list of prompts, not {kind(raw)}", where=m.value_where("vars_prompt"))
+    for i, entry in enumerate(raw):
+        where = raw.item_where(i) if isinstance(raw, Sequence) else m.value_where("vars_prompt")
+        if not isinstance(entry, Mapping):
+            raise BadInput(f"a vars_prompt entry must be a mapping with 'name', not {kind(entry)}", where=where)
+        for k in entry:
+            if k in ("encrypt", "salt", "salt_size"):
+                raise BadInput(f"vars_prompt '{k}' is not supported: pass the hashed value with -e",
+                               where=entry.key_where(k))
+        unknown_keys(entry, PROMPT_KEYS, "vars_prompt")
+        name = want_str(entry, "name")
+        if name is None or not IDENT.match(name):
+            raise BadInput(f"a vars_prompt entry needs a 'name' that is a variable name, not {name!r}",
+                           where=entry.value_where("name") if "name" in entry else entry.where)
+        if entry.get("default") is not None:
+            play.vars = _merged(play.vars, Mapping({name: entry["default"]}))
+            if isinstance(play.vars, Mapping):
+                play.vars.set_where(name, entry.key_where("default"), entry.value_where("default"))
+        else:
+            play.prompts.append((name, entry.where))
 
 
 def _want_choice(m: Mapping, key, choices, default):
