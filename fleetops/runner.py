@@ -72,7 +72,8 @@ def load(playbook_path: str, inventory_path: str, extra_vars: dict, limit: str |
     inventory = load_inventory(inventory_path)
     if ansible_cfg is not None:        # ansible.cfg's connection defaults, below every host variable
         inventory.conn_defaults = {"remote_user": ansible_cfg.remote_user, "timeout": ansible_cfg.timeout,
-                                   "private_key_file": ansible_cfg.private_key_file}
+                                   "private_key_file": ansible_cfg.private_key_file,
+                                   "ssh_args": list(getattr(ansible_cfg, "ssh_args", []))}
     note(secret_values(inventory, extra_vars))
     if limit and not inventory.select(limit):
         raise BadInput(f"--limit {limit!r} matches no host", where=inventory_path)

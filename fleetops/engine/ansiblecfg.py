@@ -25,6 +25,8 @@ class AnsibleConfig:
     host_key_checking: bool | None = None
     timeout: float | None = None
     roles_path: list = field(default_factory=list)
+    # [ssh_connection] ssh_args and the ssh_common_args / ssh_extra_args defaults: [(text, where)]
+    ssh_args: list = field(default_factory=list)
 
 
 # setting -> (section, key, environment variable)
@@ -36,6 +38,9 @@ _SETTINGS = {
     "host_key_checking": ("defaults", "host_key_checking", "ANSIBLE_HOST_KEY_CHECKING"),
     "timeout": ("defaults", "timeout", "ANSIBLE_TIMEOUT"),
     "roles_path": ("defaults", "roles_path", "ANSIBLE_ROLES_PATH"),
+    "ssh_args": ("ssh_connection", "ssh_args", "ANSIBLE_SSH_ARGS"),
+    "ssh_common_args": ("ssh_connection", "ssh_common_args", "ANSIBLE_SSH_COMMON_ARGS"),
+    "ssh_extra_args": ("ssh_connection", "ssh_extra_args", "ANSIBLE_SSH_EXTRA_ARGS"),
 }
 
 
@@ -100,6 +105,10 @@ def load_config(path: str | None = None, env=None, cwd: str | None = None) -> An
                     raise ValueError
             except ValueError:
                 raise BadInput(f"ansible.cfg: '{key}' must be a positive number, not {raw!r}", where=here) from None
+        elif name.startswith("ssh_"):
+            if raw.strip():                  # ssh_args first: OpenSSH keeps an option's first value
+                cfg.ssh_args.append((raw.strip(), f"{here} [{section}] {key}" if here == path else here))
+            continue
         else:
             value = raw.strip() or None
         setattr(cfg, name, value)

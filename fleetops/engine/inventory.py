@@ -22,6 +22,7 @@ import yaml
 
 from fleetops.errors import BadInput
 from fleetops.engine import patterns as _patterns
+from fleetops.engine.connection import sshargs as _sshargs
 from fleetops.engine.connection import sshconfig as _sshconfig
 from fleetops.engine.templating import TemplateError
 from fleetops.engine.connection.transport import ConnParams
@@ -321,6 +322,15 @@ class Inventory:
         )
         if self.conn_defaults.get("timeout"):
             params.connect_timeout = float(self.conn_defaults["timeout"])
+        sources = list(self.conn_defaults.get("ssh_args") or [])        # ansible.cfg [ssh_connection]
+        for var in ("ansible_ssh_common_args", "ansible_ssh_extra_args"):
+            name, value = pick(var)
+            if name:
+                sources.append((as_str(name, value), origins.get(name) or self.path))
+        if sources:
+            keep = {f for f, var in (("port", port_var), ("user", user_var), ("key_file", key_var),
+                                     ("proxy_jump", jump_var), ("known_hosts", kh_var)) if var}
+            _sshargs.apply(params, sources, keep)
         conn_var, conn_value = pick("ansible_connection")
         if conn_var:
             params.connection = as_str(conn_var, conn_value)

@@ -310,6 +310,8 @@ class SSHTransport(Transport):
 
     def _open_socket(self, timeout: float):
         p = self.params
+        if p.extra.get("proxy_command"):
+            return self._open_via_command(timeout)
         if p.proxy_jump:
             return self._open_via_jump(timeout)
         try:
@@ -329,6 +331,18 @@ class SSHTransport(Transport):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError:
             pass
+        return sock
+
+    def _open_via_command(self, timeout: float):
+        """ProxyCommand: the command's stdin/stdout are the connection (%h %p %r %% as in OpenSSH)."""
+        p = self.params
+        subs = {"h": str(p.address), "p": str(p.port), "r": str(p.user or getpass.getuser()), "%": "%"}
+        cmd = re.sub(r"%(.)", lambda m: subs.get(m.group(1), m.group(0)), p.extra["proxy_command"])
+        try:
+            sock = paramiko.ProxyCommand(cmd)
+        except (paramiko.SSHException, OSError) as e:
+            raise Unreachable(f"{self.where}: ProxyCommand {cmd!r} failed to start: {e}")
+        sock.settimeout(timeout)
         return sock
 
     def _open_via_jump(self, timeout: float):
@@ -420,8 +434,9 @@ class SSHTransport(Transport):
                 return
             except (paramiko.SSHException, ValueError, OSError) as e:
                 raise Unreachable(f"{self.where}: cannot load private key {path}: {e}")
-        for i, k in enumerate(self._agent_keys()):
-            yield f"agent key {i + 1}", k
+        if not p.extra.get("identities_only"):        # IdentitiesOnly: the identity files, no agent
+            for i, k in enumerate(self._agent_keys()):
+                yield f"agent key {i + 1}", k
         for name in DEFAULT_KEYS:
             path = os.path.expanduser(f"~/.ssh/{name}")
             if os.path.exists(path):
