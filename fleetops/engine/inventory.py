@@ -24,7 +24,7 @@ from fleetops.errors import BadInput
 from fleetops.engine import patterns as _patterns
 from fleetops.engine.connection import sshargs as _sshargs
 from fleetops.engine.connection import sshconfig as _sshconfig
-from fleetops.engine.templating import TemplateError
+from fleetops.engine.templating import TemplateError, mark_unsafe
 from fleetops.engine.connection.transport import ConnParams
 
 VARS_EXTENSIONS = (".yml", ".yaml", ".json")
@@ -479,8 +479,8 @@ class _InventoryLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
 
 
     def construct_unsafe(self, node):
-        """Ansible's `!unsafe` marks a string not to be templated; we keep the string."""
-        return self.construct_scalar(node)
+        """Ansible's `!unsafe` marks a string not to be templated: it stays data (UnsafeText)."""
+        return mark_unsafe(self.construct_scalar(node))
 
     def construct_vault(self, node):
         raise yaml.constructor.ConstructorError(

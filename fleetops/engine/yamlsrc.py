@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import yaml
 
+from fleetops.engine.templating import mark_unsafe
 from fleetops.errors import BadInput
 
 try:  # libyaml keeps correct marks (checked: line/column match the pure loader)
@@ -132,8 +133,17 @@ def _construct_mapping(loader: _Loader, node):
             mapping.set_where(k, kw, vw)
 
 
+def _construct_unsafe(loader: _Loader, node):
+    """Ansible's `!unsafe`: the value is data, never a template (every string in it)."""
+    if isinstance(node, yaml.ScalarNode):
+        return mark_unsafe(loader.construct_scalar(node))
+    raise BadInput("!unsafe marks a string, not a list or mapping (mark each string)",
+                   where=_where(loader.fo_name, node.start_mark))
+
+
 _Loader.add_constructor(_MAP_TAG, _construct_mapping)
 _Loader.add_constructor(_SEQ_TAG, _construct_sequence)
+_Loader.add_constructor("!unsafe", _construct_unsafe)
 
 
 def _expanded_size(node, memo: dict) -> int:
