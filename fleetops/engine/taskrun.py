@@ -13,7 +13,7 @@ from typing import Any
 from fleetops.engine import secrets as _secrets
 from fleetops.engine.connection.runlock import HostBusy
 from fleetops.engine.inventory import _bool
-from fleetops.engine.templating import TemplateError, mark_unsafe
+from fleetops.engine.templating import Templar, TemplateError, mark_unsafe
 from fleetops.errors import Unreachable
 from fleetops.modules.base import Arg, TaskContext
 
@@ -251,6 +251,8 @@ class TaskRunner:
         self.secrets |= secret_arg_values(module_cls, args)
         try:
             ctx = self._context(module_cls, variables)
+        except TemplateError as e:
+            return failed_result(f"delegate_to: {e}")
         except Unreachable as e:
             return unreachable_result(str(e))
         except HostBusy as e:
@@ -336,16 +338,29 @@ class TaskRunner:
             res["msg"] = f"error evaluating changed_when/failed_when: {e}"
         return res
 
+    def _delegate_target(self, variables: dict) -> str | None:
+        """delegate_to rendered for this host and item: None, localhost, or an inventory host."""
+        raw = getattr(self.task, "delegate_to", None)
+        if raw is None:
+            return None
+        target = str(self.templar.render(raw, variables) if Templar.is_template(raw) else raw).strip()
+        if target in ("localhost", "127.0.0.1") or target in self.run.inventory.hosts:
+            return target
+        raise Unreachable(f"delegate_to {target!r} is not a host of the inventory")
+
     def _context(self, module_cls, variables: dict) -> TaskContext:
         run, task = self.run, self.task
-        delegated = getattr(task, "delegate_to", None) in ("localhost", "127.0.0.1")
+        target = self._delegate_target(variables)
+        delegated = target in ("localhost", "127.0.0.1") and target not in run.inventory.hosts
+        conn_host = target if target and not delegated else self.host   # whose connection the task uses
         if module_cls.runs_on_controller:
             transport = None
         else:
-            transport = run.transport_for(self.host, delegated, getattr(task, "remote_user", None))
+            transport = run.transport_for(conn_host, delegated,
+                                          getattr(task, "remote_user", None) if conn_host == self.host else None)
         become_user = None
-        if getattr(task, "become", False) or run.inventory_become(self.host):  # play, blocks, own; or the host's
-            become_user = (getattr(task, "become_user", None) or run.inventory_become_user(self.host)
+        if getattr(task, "become", False) or run.inventory_become(conn_host):  # play, blocks, own; or the host's
+            become_user = (getattr(task, "become_user", None) or run.inventory_become_user(conn_host)
                            or "root")
         python = None
         if transport is not None and not delegated:
@@ -371,7 +386,7 @@ class TaskRunner:
             host_dir=run.host_dir(self.host), payload=payload,
             project_dir=getattr(self.pctx.play, "base_dir", None) or run.playbook_dir,
             templar=self.templar,
-            extra={"become_user": become_user, "delegated": delegated, "run_id": run.run_id,
+            extra={"become_user": become_user, "delegated": delegated, "delegate_to": target, "run_id": run.run_id,
                    "results_dir": run.options.results_dir, "stop": run.stop, "task": task,
                    "scrub": lambda text: _secrets.scrub(text, self.secrets)},
         )

@@ -285,6 +285,11 @@ def validate(playbook: Playbook, inventory, extra_vars: dict, modules: dict) -> 
                 if task.module not in modules:
                     raise BadInput(f"unknown module '{task.module}'", where=task.key_where(task.module))
                 check_args(task, modules)
+            target = task.delegate_to
+            if (target is not None and not Templar.is_template(target) and target not in ("localhost", "127.0.0.1")
+                    and target not in getattr(inventory, "hosts", {target: None})):
+                raise BadInput(f"delegate_to {target!r} is not a host of the inventory",
+                               where=task.key_where("delegate_to"))
         for task in play.tasks:
             checker.task(task, known, frozenset())
         for task in play.handlers:

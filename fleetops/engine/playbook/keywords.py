@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetops.engine.playbook.checks import close, want_bool, want_conditions, want_str, want_str_list, want_vars
-from fleetops.engine.playbook.model import LOCALHOST
 from fleetops.engine.yamlsrc import Mapping
 from fleetops.errors import BadInput
 
@@ -39,7 +38,7 @@ NOT_SUPPORTED = {
     "environment": "unknown key 'environment' (not supported: set variables in the command)",
     "async": "async/poll are not supported: use a command's own timeout",
     "poll": "async/poll are not supported: use a command's own timeout",
-    "delegate_facts": "delegate_facts is not supported (delegate_to runs on localhost only)",
+    "delegate_facts": "delegate_facts is not supported: facts a delegated task sets stay the host's own",
 }
 
 
@@ -104,9 +103,6 @@ def inherit_keywords(m: Mapping, inh: Inherit):
     own_tags = want_str_list(m, "tags", split_commas=True)
     own_vars = want_vars(m, "vars")
     delegate = want_str(m, "delegate_to")
-    if delegate is not None and delegate.strip() not in LOCALHOST:
-        raise BadInput(f"delegate_to {delegate!r} is not supported: only localhost / 127.0.0.1",
-                       where=m.value_where("delegate_to"))
 
     def flag(key, current):
         own = want_bool(m, key)

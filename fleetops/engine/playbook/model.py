@@ -36,7 +36,7 @@ class Task:
     notify: list = field(default_factory=list)
     tags: list = field(default_factory=list)       # effective: play + blocks + own
     run_once: bool = False
-    delegate_to: str | None = None                 # only "localhost" / "127.0.0.1"
+    delegate_to: str | None = None                 # localhost, an inventory host, or a template of one
     check_mode: bool | None = None
     vars: dict = field(default_factory=dict)       # effective: enclosing blocks' vars, then own
     become: bool = False                           # effective (play, blocks, own)

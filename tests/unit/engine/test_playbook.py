@@ -229,7 +229,6 @@ ERRORS = [
     ("- hosts: all\n  tasks:\n    - command: ls\n      when: {a: 1}\n", "'when' must be an expression", "4:13"),
     ("- hosts: all\n  tasks:\n    - command: ls\n      when: [ok, [x]]\n", "'when' must be an expression", "4:18"),
     ("- hosts: all\n  tasks:\n    - command: ls\n      tags: 3\n", "'tags' must be a string or a list", "4:13"),
-    ("- hosts: all\n  tasks:\n    - command: ls\n      delegate_to: db1\n", "delegate_to 'db1' is not supported", "4:20"),
     ("- hosts: all\n  tasks:\n    - copy: {dest: /x, colour: red}\n", "unknown argument 'colour' for module 'copy'", "3:24"),
     ("- hosts: all\n  tasks:\n    - copy:\n        content: x\n", "module 'copy' needs argument 'dest'", "3:7"),
     ("- hosts: all\n  tasks:\n    - wait_for:\n        port: 'x'\n",
