@@ -94,6 +94,7 @@ class Load:
     roles_run: set = field(default_factory=set)   # (role path, params) already in the play
     handlers: list = field(default_factory=list)  # the roles' handlers, in load order
     handler_files: set = field(default_factory=set)
+    exported: list = field(default_factory=list)  # (vars, defaults) of the play's static roles, in load order
 
 
 def inherit_keywords(m: Mapping, inh: Inherit):

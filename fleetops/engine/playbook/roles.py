@@ -53,9 +53,11 @@ def _role_vars_file(role_path: str, sub: str, name: str, where: str, required: b
 
 
 def load_role(name: str, inh: Inherit, params: dict, where: str, froms: dict, once: bool = True,
-          entry_vars: dict | None = None, parent: str | None = None) -> list:
+          entry_vars: dict | None = None, parent: str | None = None, export: bool = True) -> list:
     """A role's tasks (its meta dependencies first), with its defaults, vars and params; its handlers
-    join the play's. As ansible-core, a role listed twice with the same params runs once (`roles:`)."""
+    join the play's. As ansible-core, a role listed twice with the same params runs once (`roles:`),
+    and the vars and defaults of a static role (`roles:`, import_role, a public include_role) are
+    the whole play's (`export`)."""
     path = _find_role(name, inh, where)
     meta_path = _role_file(path, "meta", "main")
     meta = load_yaml(meta_path) if meta_path else None
@@ -68,6 +70,8 @@ def load_role(name: str, inh: Inherit, params: dict, where: str, froms: dict, on
     defaults = _role_vars_file(path, "defaults", froms.get("defaults_from", "main"), where,
                                "defaults_from" in froms)
     role_vars = _role_vars_file(path, "vars", froms.get("vars_from", "main"), where, "vars_from" in froms)
+    if export:
+        inh.load.exported.append((role_vars, defaults))
     out: list = []
     deps = meta.get("dependencies") or []
     if not isinstance(deps, list):

@@ -208,4 +208,7 @@ def include_block(m: Mapping, key: str, inh: Inherit, handler: bool) -> list:
             raise BadInput(f"unknown argument {k!r} for {what}", where=args.key_where(k))
     name = static_name(args.get("name"), f"{what} name", args.where)
     froms = {k: static_name(args[k], k, args.value_where(k)) for k in ROLE_FROM_KEYS if k in args}
-    return load_role(name, inh, {}, args.where, froms, once=False)
+    public = args.get("public")
+    if public is not None and not isinstance(public, bool):
+        raise BadInput(f"'public' must be true or false, not {kind(public)}", where=args.value_where("public"))
+    return load_role(name, inh, {}, args.where, froms, once=False, export=what == "import_role" or bool(public))

@@ -1,0 +1,80 @@
+"""Role vars and defaults are the whole play's (pre_tasks and tasks after the role too, not the
+next play), for `roles:` and import_role, not for a private include_role: compared with
+ansible-playbook on the same files."""
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+
+import pytest
+
+from tests.compat import oracle
+from tests.executor.conftest import run_yaml
+
+pytestmark = pytest.mark.skipif(not oracle.available(),
+                                reason="ansible-core missing: scripts/setup.sh installs the [test] extra")
+
+FILES = {
+    "roles/r/vars/main.yml": "rvar: from_r_vars\n",
+    "roles/r/defaults/main.yml": "rdef: from_r_defaults\nshared: r_default\n",
+    "roles/r/tasks/main.yml": "- {name: in_r, debug: {msg: \"{{ rvar }} {{ shared }}\"}}\n",
+    "roles/s/vars/main.yml": "svar: from_s_vars\n",
+    "roles/s/tasks/main.yml": "- {name: in_s, debug: {msg: \"{{ svar }}\"}}\n",
+    "roles/p/vars/main.yml": "pvar: from_p_vars\n",
+    "roles/p/tasks/main.yml": "- {name: in_p, debug: {msg: \"{{ pvar }}\"}}\n",
+}
+PLAYBOOK = """
+- hosts: h1
+  gather_facts: false
+  vars: {rvar: from_play, shared: from_play}
+  pre_tasks:
+    - {name: pre, debug: {msg: "{{ rvar }} {{ rdef | default('undef') }} {{ shared }}"}}
+  roles: [r]
+  tasks:
+    - {name: after, debug: {msg: "{{ rvar }} {{ rdef }} {{ svar | default('undef') }}"}}
+    - {name: imp, import_role: {name: s}}
+    - {name: inc, include_role: {name: p}}
+    - {name: after_include, debug: {msg: "{{ svar | default('undef') }} {{ pvar | default('undef') }}"}}
+    - {name: task_vars_win, debug: {msg: "{{ rvar }}"}, vars: {rvar: from_task}}
+  post_tasks:
+    - {name: post, debug: {msg: "{{ rvar }} {{ svar | default('undef') }}"}}
+- hosts: h1
+  gather_facts: false
+  tasks:
+    - {name: next_play, debug: {msg: "{{ rvar | default('undef') }}"}}
+"""
+INVENTORY = "all:\n  hosts:\n    h1: {ansible_connection: local}\n"
+TASKS = ("pre", "in_r", "after", "in_s", "in_p", "after_include", "task_vars_win", "post", "next_play")
+
+
+def _ansible(tmp_path) -> dict:
+    d = tmp_path / "ansible"
+    for rel, text in FILES.items():
+        (d / rel).parent.mkdir(parents=True, exist_ok=True)
+        (d / rel).write_text(text)
+    (d / "inv.yml").write_text(INVENTORY)
+    (d / "pb.yml").write_text(textwrap.dedent(PLAYBOOK))
+    p = oracle.run("ansible-playbook", "-i", str(d / "inv.yml"), str(d / "pb.yml"), cwd=str(d))
+    assert p.returncode == 0, p.stdout[-3000:]
+    out, task = {}, None
+    for line in p.stdout.splitlines():
+        m = re.match(r"^TASK \[(?:\w+ : )?(.+?)\]", line)
+        if m:
+            task = m.group(1)
+        m = re.match(r'^\s+"msg": (".*")$', line)
+        if m and task:
+            out[task] = json.loads(m.group(1))
+    return out
+
+
+def test_role_vars_reach_as_ansible_playbook(tmp_path):
+    want = _ansible(tmp_path)
+    outcome, rec = run_yaml(tmp_path, PLAYBOOK, inventory=INVENTORY, files=FILES)
+    assert outcome.exit_code == 0, rec.failures()
+    got = {}
+    for t in TASKS:
+        found = rec.results(t) or next((rec.results(n) for n in ("r : " + t, "s : " + t, "p : " + t)
+                                        if rec.results(n)), {})
+        got[t] = found["h1"]["msg"]
+    assert got == {t: want[t] for t in TASKS}
