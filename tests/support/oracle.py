@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -87,3 +88,23 @@ def select_many(items: list, hash_seed: str = "0") -> list:
     if p.returncode != 0:
         raise RuntimeError(p.stderr.strip()[-2000:])
     return json.loads(p.stdout)
+
+
+def task_messages(stdout: str) -> dict:
+    """{task name: {host: debug msg}} from ansible-playbook's default output (a role's task is
+    named without its `role : ` prefix)."""
+    out: dict = {}
+    task = host = None
+    for line in stdout.splitlines():
+        m = re.match(r"^TASK \[(?:[^\]]+? : )?(.+?)\]", line)
+        if m:
+            task, host = m.group(1), None
+            continue
+        m = re.match(r"^ok: \[([^\]]+)\] => \{", line)
+        if m:
+            host = m.group(1)
+            continue
+        m = re.match(r'^\s+"msg": (".*")$', line)
+        if m and task and host:
+            out.setdefault(task, {})[host] = json.loads(m.group(1))
+    return out

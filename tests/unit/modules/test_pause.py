@@ -10,7 +10,7 @@ from fleetops.engine.lint import check_playbook
 from fleetops.engine.playbook import load_playbook
 from fleetops.errors import BadInput
 from fleetops.modules.registry import get_modules
-from tests.executor.conftest import run_yaml
+from tests.support.playbook_run import run_yaml
 
 
 def test_pause_waits_its_seconds(tmp_path):

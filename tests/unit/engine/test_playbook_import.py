@@ -1,6 +1,6 @@
 """import_playbook: the imported file's plays read before the run, with the entry's tags, vars and
 `when` as ansible-core applies them (listing parity with ansible-playbook is in
-tests/compat/test_playbook_oracle.py, on ansible-core's own import_playbook targets)."""
+tests/scenario/compat/test_playbook_oracle.py, on ansible-core's own import_playbook targets)."""
 from __future__ import annotations
 
 import textwrap
@@ -10,7 +10,7 @@ import pytest
 from fleetops.engine.playbook import load_playbook
 from fleetops.errors import BadInput
 from fleetops.modules.registry import get_modules
-from tests.executor.conftest import run_yaml
+from tests.support.playbook_run import run_yaml
 
 
 def write(base, rel, text):

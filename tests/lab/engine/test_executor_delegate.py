@@ -10,7 +10,7 @@ from fleetops.engine.playbook import load_playbook
 from fleetops.engine.validate import validate
 from fleetops.errors import BadInput
 from fleetops.modules.registry import get_modules
-from tests.executor.test_lab import lab_run
+from tests.lab.engine.test_executor import lab_run
 
 pytestmark = pytest.mark.lab
 

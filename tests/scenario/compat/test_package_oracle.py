@@ -12,14 +12,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import sysconfig
 
 import pytest
 
 from fleetops.remote.host import package
-from tests.compat import oracle
-from tests.executor.conftest import run_yaml
+from tests.support import oracle
+from tests.support.playbook_run import run_yaml
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 # a package apt knows that nothing on a test machine needs: installed and removed by the test

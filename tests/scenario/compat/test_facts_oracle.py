@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from fleetops.remote.host import facts
-from tests.compat import oracle
+from tests.support import oracle
 
 pytestmark = pytest.mark.skipif(not oracle.available(),
                                 reason="ansible-core missing: scripts/setup.sh installs the [test] extra")

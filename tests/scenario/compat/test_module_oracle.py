@@ -17,7 +17,7 @@ import pytest
 
 from fleetops.remote.host import lineinfile as fo_lineinfile
 from fleetops.remote.host import stat as fo_stat
-from tests.compat import oracle
+from tests.support import oracle
 
 pytestmark = pytest.mark.skipif(not oracle.available(),
                                 reason="ansible-core missing: scripts/setup.sh installs the [test] extra")

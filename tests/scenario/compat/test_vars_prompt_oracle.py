@@ -3,7 +3,6 @@ ansible-playbook run without a terminal. A prompt with neither is refused before
 ansible-core, with no terminal, silently gives it no value)."""
 from __future__ import annotations
 
-import re
 import textwrap
 
 import pytest
@@ -13,8 +12,8 @@ from fleetops.engine.playbook import load_playbook
 from fleetops.engine.validate import validate
 from fleetops.errors import BadInput
 from fleetops.modules.registry import get_modules
-from tests.compat import oracle
-from tests.executor.conftest import run_yaml
+from tests.support import oracle
+from tests.support.playbook_run import run_yaml
 
 pytestmark = pytest.mark.skipif(not oracle.available(),
                                 reason="ansible-core missing: scripts/setup.sh installs the [test] extra")
@@ -44,7 +43,7 @@ def _ansible(tmp_path, *extra) -> str:
     (d / "pb.yml").write_text(textwrap.dedent(PLAYBOOK))
     p = oracle.run("ansible-playbook", "-i", str(d / "inv.yml"), str(d / "pb.yml"), *extra, cwd=str(d))
     assert p.returncode == 0, p.stdout[-2000:]
-    return re.search(r'"msg": "(.*)"', p.stdout).group(1)
+    return oracle.task_messages(p.stdout)["show"]["h1"]
 
 
 @pytest.mark.parametrize("extra", [{"who": "me"}, {"who": "me", "release": "2.0"}])

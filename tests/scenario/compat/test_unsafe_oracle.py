@@ -3,14 +3,12 @@ ansible-playbook on the same files (a value that would fail to render if templat
 as written)."""
 from __future__ import annotations
 
-import json
-import re
 import textwrap
 
 import pytest
 
-from tests.compat import oracle
-from tests.executor.conftest import run_yaml
+from tests.support import oracle
+from tests.support.playbook_run import run_yaml
 
 pytestmark = pytest.mark.skipif(not oracle.available(),
                                 reason="ansible-core missing: scripts/setup.sh installs the [test] extra")
@@ -52,15 +50,7 @@ def _ansible(tmp_path) -> dict:
     (d / "pb.yml").write_text(textwrap.dedent(PLAYBOOK))
     p = oracle.run("ansible-playbook", "-i", str(d / "inv.yml"), str(d / "pb.yml"), cwd=str(d))
     assert p.returncode == 0, p.stdout[-3000:]
-    out, task = {}, None
-    for line in p.stdout.splitlines():
-        m = re.match(r"^TASK \[(.+?)\]", line)
-        if m:
-            task = m.group(1)
-        m = re.match(r'^\s+"msg": (".*")$', line)
-        if m and task:
-            out[task] = json.loads(m.group(1))
-    return out
+    return {t: by_host["h1"] for t, by_host in oracle.task_messages(p.stdout).items()}
 
 
 def test_unsafe_as_ansible_playbook(tmp_path):

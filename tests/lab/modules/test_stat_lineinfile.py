@@ -1,13 +1,13 @@
 """`stat` and `lineinfile` on the lab: real sshd hosts, payloads over SSH, results read back from
 the hosts' disks (their decisions are compared with ansible-core's own modules in
-tests/compat/test_module_oracle.py)."""
+tests/scenario/compat/test_module_oracle.py)."""
 from __future__ import annotations
 
 import os
 
 import pytest
 
-from tests.executor.test_lab import homes, lab_run, snapshot
+from tests.lab.engine.test_executor import homes, lab_run, snapshot
 
 pytestmark = pytest.mark.lab
 

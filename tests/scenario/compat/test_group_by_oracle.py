@@ -6,13 +6,12 @@ group) must agree.
 """
 from __future__ import annotations
 
-import re
 import textwrap
 
 import pytest
 
-from tests.compat import oracle
-from tests.executor.conftest import run_yaml
+from tests.support import oracle
+from tests.support.playbook_run import run_yaml
 
 pytestmark = pytest.mark.skipif(not oracle.available(),
                                 reason="ansible-core missing: scripts/setup.sh installs the [test] extra")
@@ -61,10 +60,6 @@ PLAYBOOK = """
 """
 GROUP_VARS = {"group_vars/tiers.yml": "colour: blue\n"}
 
-_TASK = re.compile(r"^TASK \[(.+?)\]")
-_OK = re.compile(r"^ok: \[([^\]]+)\] => \{")
-_MSG = re.compile(r'^\s+"msg": "(.*)"$')
-
 
 def _ansible(tmp_path) -> dict:
     d = tmp_path / "ansible"
@@ -76,15 +71,7 @@ def _ansible(tmp_path) -> dict:
         (d / rel).write_text(text)
     p = oracle.run("ansible-playbook", "-i", str(d / "inventory.yml"), str(d / "site.yml"), cwd=str(d))
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-    out, task, host = {}, None, None
-    for line in p.stdout.splitlines():
-        if _TASK.match(line):
-            task = _TASK.match(line).group(1)
-        elif _OK.match(line):
-            host = _OK.match(line).group(1)
-        elif _MSG.match(line) and task and host:
-            out.setdefault(task, {})[host] = _MSG.match(line).group(1)
-    return out
+    return oracle.task_messages(p.stdout)
 
 
 def test_group_by_as_ansible_playbook(tmp_path):
