@@ -554,6 +554,9 @@ class _Run:
                         facts.update(r["ansible_facts"])
                 if facts and getattr(task, "module", None) != "gather_facts":
                     st.persistent.update(mark_unsafe(facts))
+                for r in [res] + [r for r in res.get("results", ()) if isinstance(r, dict)]:
+                    if isinstance(r.get("ansible_included_vars"), dict) and not r.get("failed"):
+                        st.persistent.update(r["ansible_included_vars"])   # project files: templates, rendered when used
             if not failed and not unreachable:
                 for r in [res] + [r for r in res.get("results", ()) if isinstance(r, dict)]:
                     if r.get("add_group") and not r.get("failed") and not r.get("skipped"):

@@ -156,12 +156,16 @@ def _select(play: Play, inventory, grouping: bool = False) -> list:
     return hosts
 
 
-def _runtime_names(play: Play) -> set:
-    """Names a play defines while it runs: `register:` and set_fact keys."""
+def _runtime_names(play: Play, modules: dict, base_dir: str) -> set:
+    """Names a play defines while it runs: `register:`, set_fact keys, and what a module says it
+    defines (`defines(task, base_dir)`: include_vars' files)."""
     names = set()
     for t in walk_tasks(list(play.tasks) + list(play.handlers)):
         if t.register:
             names.add(t.register)
+        defines = getattr(modules.get(t.module), "defines", None) if t.module else None
+        if defines is not None:
+            names |= defines(t, play.base_dir or base_dir)
         if t.module == "set_fact" and isinstance(t.args, dict):
             names |= {k for k in t.args if isinstance(k, str) and k != "cacheable"}
     return names
@@ -272,7 +276,7 @@ def validate(playbook: Playbook, inventory, extra_vars: dict, modules: dict) -> 
                 raise BadInput(exc.msg, where=where) from None
         if play.limit_templates:
             _resolve_limits(templar, play, files, extra_vars)
-        runtime |= _runtime_names(play)
+        runtime |= _runtime_names(play, modules, playbook.dir)
         known = (extra | set(play.vars) | inv_names | runtime | FACT_NAMES | MAGIC_VARS
                  | {k for f in files for k in f})
         handlers = {h.name for h in play.handlers if h.name} | {n for h in play.handlers for n in h.listen}

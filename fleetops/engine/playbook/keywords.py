@@ -34,7 +34,6 @@ LOOP_CONTROL_KEYS = ("loop_var", "label")
 NOT_SUPPORTED = {
     "import_playbook": "import_playbook is a playbook entry, not a task or play key",
     "include": "'include' was removed from Ansible (2.16): use include_tasks or import_tasks",
-    "include_vars": "include_vars is not supported: use vars_files",
     "environment": "unknown key 'environment' (not supported: set variables in the command)",
     "async": "async/poll are not supported: use a command's own timeout",
     "poll": "async/poll are not supported: use a command's own timeout",

@@ -28,7 +28,7 @@ SKIP_DIRS = {"roles", "group_vars", "host_vars", "tasks", "handlers", "templates
 # fleetops refuses these on purpose (README "Differences from Ansible"): message fragments
 REFUSALS = ("unknown module", "unknown argument", "a templated include_tasks file", "a templated include_role",
             "a templated import_role", "a loop over an include", "a templated import_playbook",
-            "include_vars is not supported", "is not allowed on an include", "'strategy' must be one of",
+            "is not allowed on an include", "'strategy' must be one of",
             "must be true or false, not a string", "unknown key 'debugger'", "in 'action'",
             "argument 'cmd' of module 'meta' must be one of", "unknown key 'notify' in apply",
             "a task file must be a list of tasks", "must be a name, not nothing", "not found",
