@@ -108,3 +108,19 @@ def task_messages(stdout: str) -> dict:
         if m and task and host:
             out.setdefault(task, {})[host] = json.loads(m.group(1))
     return out
+
+
+def playbook_messages(directory, playbook: str, inventory: str, files: dict | None = None, *extra: str) -> dict:
+    """Write a project (playbook, inventory, other files) under `directory`, run ansible-playbook on
+    it and return task_messages of its output; a failed run raises with the output's tail."""
+    import textwrap
+    from pathlib import Path
+    d = Path(directory)
+    for rel, text in {**(files or {}), "inv.yml": textwrap.dedent(inventory),
+                      "pb.yml": textwrap.dedent(playbook)}.items():
+        (d / rel).parent.mkdir(parents=True, exist_ok=True)
+        (d / rel).write_text(text)
+    p = run("ansible-playbook", "-i", str(d / "inv.yml"), str(d / "pb.yml"), *extra, cwd=str(d))
+    if p.returncode != 0:
+        raise AssertionError(p.stdout[-3000:] + p.stderr[-2000:])
+    return task_messages(p.stdout)

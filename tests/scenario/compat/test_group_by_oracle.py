@@ -62,16 +62,7 @@ GROUP_VARS = {"group_vars/tiers.yml": "colour: blue\n"}
 
 
 def _ansible(tmp_path) -> dict:
-    d = tmp_path / "ansible"
-    d.mkdir()
-    (d / "inventory.yml").write_text(textwrap.dedent(INVENTORY))
-    (d / "site.yml").write_text(textwrap.dedent(PLAYBOOK))
-    for rel, text in GROUP_VARS.items():
-        (d / rel).parent.mkdir(parents=True, exist_ok=True)
-        (d / rel).write_text(text)
-    p = oracle.run("ansible-playbook", "-i", str(d / "inventory.yml"), str(d / "site.yml"), cwd=str(d))
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-    return oracle.task_messages(p.stdout)
+    return oracle.playbook_messages(tmp_path / "ansible", PLAYBOOK, INVENTORY, GROUP_VARS)
 
 
 def test_group_by_as_ansible_playbook(tmp_path):

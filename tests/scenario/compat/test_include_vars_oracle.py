@@ -45,15 +45,8 @@ TASKS = ("by_family", "task_vars_lose", "named_dir", "in_role", "after_role")
 
 
 def _ansible(tmp_path) -> dict:
-    d = tmp_path / "ansible"
-    for rel, text in FILES.items():
-        (d / rel).parent.mkdir(parents=True, exist_ok=True)
-        (d / rel).write_text(text)
-    (d / "inv.yml").write_text(INVENTORY)
-    (d / "pb.yml").write_text(textwrap.dedent(PLAYBOOK))
-    p = oracle.run("ansible-playbook", "-i", str(d / "inv.yml"), str(d / "pb.yml"), cwd=str(d))
-    assert p.returncode == 0, p.stdout[-3000:]
-    return {t: by_host["h1"] for t, by_host in oracle.task_messages(p.stdout).items()}
+    got = oracle.playbook_messages(tmp_path / "ansible", PLAYBOOK, INVENTORY, FILES)
+    return {t: by_host["h1"] for t, by_host in got.items()}
 
 
 def test_include_vars_as_ansible_playbook(tmp_path):

@@ -3,7 +3,6 @@ next play), for `roles:` and import_role, not for a private include_role: compar
 ansible-playbook on the same files."""
 from __future__ import annotations
 
-import textwrap
 
 import pytest
 
@@ -47,15 +46,8 @@ TASKS = ("pre", "in_r", "after", "in_s", "in_p", "after_include", "task_vars_win
 
 
 def _ansible(tmp_path) -> dict:
-    d = tmp_path / "ansible"
-    for rel, text in FILES.items():
-        (d / rel).parent.mkdir(parents=True, exist_ok=True)
-        (d / rel).write_text(text)
-    (d / "inv.yml").write_text(INVENTORY)
-    (d / "pb.yml").write_text(textwrap.dedent(PLAYBOOK))
-    p = oracle.run("ansible-playbook", "-i", str(d / "inv.yml"), str(d / "pb.yml"), cwd=str(d))
-    assert p.returncode == 0, p.stdout[-3000:]
-    return {t: by_host["h1"] for t, by_host in oracle.task_messages(p.stdout).items()}
+    got = oracle.playbook_messages(tmp_path / "ansible", PLAYBOOK, INVENTORY, FILES)
+    return {t: by_host["h1"] for t, by_host in got.items()}
 
 
 def test_role_vars_reach_as_ansible_playbook(tmp_path):

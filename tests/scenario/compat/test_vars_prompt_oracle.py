@@ -37,13 +37,7 @@ INVENTORY = "all:\n  hosts:\n    h1: {ansible_connection: local}\n"
 
 
 def _ansible(tmp_path, *extra) -> str:
-    d = tmp_path / "ansible"
-    d.mkdir(exist_ok=True)
-    (d / "inv.yml").write_text(INVENTORY)
-    (d / "pb.yml").write_text(textwrap.dedent(PLAYBOOK))
-    p = oracle.run("ansible-playbook", "-i", str(d / "inv.yml"), str(d / "pb.yml"), *extra, cwd=str(d))
-    assert p.returncode == 0, p.stdout[-2000:]
-    return oracle.task_messages(p.stdout)["show"]["h1"]
+    return oracle.playbook_messages(tmp_path / "ansible", PLAYBOOK, INVENTORY, None, *extra)["show"]["h1"]
 
 
 @pytest.mark.parametrize("extra", [{"who": "me"}, {"who": "me", "release": "2.0"}])
