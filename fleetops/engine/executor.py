@@ -548,12 +548,14 @@ class _Run:
             if register:
                 st.persistent[register] = mark_unsafe(res)
             if not failed and not unreachable:
-                facts = {}
+                facts: dict = {}               # host -> facts (delegate_facts: the delegate's, per item)
                 for r in [res] + [r for r in res.get("results", ()) if isinstance(r, dict)]:
                     if isinstance(r.get("ansible_facts"), dict) and not r.get("failed"):
-                        facts.update(r["ansible_facts"])
-                if facts and getattr(task, "module", None) != "gather_facts":
-                    st.persistent.update(mark_unsafe(facts))
+                        to = r.get("delegated_host") if getattr(task, "delegate_facts", False) else None
+                        facts.setdefault(to if to in self.inventory.hosts else host, {}).update(r["ansible_facts"])
+                if getattr(task, "module", None) != "gather_facts":
+                    for name, got in facts.items():
+                        self.state(name).persistent.update(mark_unsafe(got))
                 for r in [res] + [r for r in res.get("results", ()) if isinstance(r, dict)]:
                     if isinstance(r.get("ansible_included_vars"), dict) and not r.get("failed"):
                         st.persistent.update(r["ansible_included_vars"])   # project files: templates, rendered when used

@@ -271,6 +271,8 @@ class TaskRunner:
         while True:
             attempt += 1
             res = self._call(module_cls, ctx, args)
+            if ctx.extra.get("delegate_to") and isinstance(res, dict):
+                res.setdefault("delegated_host", ctx.extra["delegate_to"])
             if res.get("unreachable"):
                 return res
             cond_vars = variables

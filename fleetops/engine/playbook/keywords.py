@@ -22,7 +22,8 @@ ORDERS = ("inventory", "reverse_inventory", "sorted", "reverse_sorted", "shuffle
 TASK_KEYS = ("name", "args", "when", "loop", "with_items", "loop_control", "register",
              "retries", "until", "delay", "failed_when", "changed_when", "ignore_errors",
              "notify", "tags", "run_once", "delegate_to", "check_mode", "vars", "become",
-             "become_user", "block", "rescue", "always", "listen", "remote_user", "action", "local_action")
+             "become_user", "block", "rescue", "always", "listen", "remote_user", "action", "local_action",
+             "delegate_facts")
 BLOCK_KEYS = ("name", "when", "tags", "vars", "become", "become_user", "check_mode",
               "ignore_errors", "run_once", "delegate_to", "block", "rescue", "always", "remote_user")
 INCLUDE_KEYS = ("include_tasks", "import_tasks", "include_role", "import_role")
@@ -37,7 +38,6 @@ NOT_SUPPORTED = {
     "environment": "unknown key 'environment' (not supported: set variables in the command)",
     "async": "async/poll are not supported: use a command's own timeout",
     "poll": "async/poll are not supported: use a command's own timeout",
-    "delegate_facts": "delegate_facts is not supported: facts a delegated task sets stay the host's own",
 }
 
 

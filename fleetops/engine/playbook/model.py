@@ -46,6 +46,7 @@ class Task:
     always: list | None = None
     listen: list = field(default_factory=list)
     is_handler: bool = False
+    delegate_facts: bool = False                   # facts the task sets go to its delegate_to host
     remote_user: str | None = None                 # effective (play, blocks, own)
     role: str | None = None                        # the role this task comes from
     role_path: str | None = None                   # its directory: templates/ and files/ resolve there first

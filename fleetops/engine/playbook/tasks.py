@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 
 from fleetops.engine.playbook.args import check_args, module_args, resolve_module
-from fleetops.engine.playbook.checks import (close, is_template, kind, want_conditions,
+from fleetops.engine.playbook.checks import (close, is_template, kind, want_bool, want_conditions,
                                              want_int_or_template, want_name, want_str, want_str_list)
 from fleetops.engine.playbook.includes import find_task_file, include_args, read_task_file, static_name
 from fleetops.engine.playbook.keywords import (BLOCK_KEYS, INCLUDE_TASK_KEYS, LOOP_CONTROL_KEYS, NOT_SUPPORTED,
@@ -168,6 +168,9 @@ def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
         task.loop_var = want_name(lc, "loop_var") or "item"
         task.loop_label = lc.get("label")
     task.register = want_name(m, "register")
+    task.delegate_facts = bool(want_bool(m, "delegate_facts", False))
+    if task.delegate_facts and task.delegate_to is None:
+        raise BadInput("delegate_facts needs a delegate_to", where=m.key_where("delegate_facts"))
     task.until = want_conditions(m, "until")
     task.retries = want_int_or_template(m, "retries")
     if task.until is not None and task.retries is None:

@@ -32,7 +32,7 @@ REFUSALS = ("unknown module", "unknown argument", "a templated include_tasks fil
             "must be true or false, not a string", "unknown key 'debugger'", "in 'action'",
             "argument 'cmd' of module 'meta' must be one of", "unknown key 'notify' in apply",
             "a task file must be a list of tasks", "must be a name, not nothing", "not found",
-            "delegate_to", "must be a non-empty string", "vars_prompt",
+            "delegate_to", "delegate_facts", "must be a non-empty string", "vars_prompt",
             "is in a collection", "unknown key 'force_handlers'", "'notify' is not allowed on",
             "a handler needs a 'name'", "a templated tasks_from")
 # listed, but not as ansible-core lists them (README "Differences from Ansible")
