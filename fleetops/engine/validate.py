@@ -209,7 +209,7 @@ def check_connections(inventory, hosts, extra_vars: dict | None = None, playbook
     any host is contacted. Templated values render as the executor renders them (template_vars)."""
     if not hasattr(inventory, "connection_params"):
         return
-    from fleetops.engine.connection.ssh import check_private_key
+    from fleetops.engine.connection.keys import check_private_key
 
     templar = Templar()
     checked: set = set()

@@ -36,7 +36,6 @@ import time
 from fleetops.engine.payload import DEFAULT_PYTHONS
 from fleetops.errors import EXIT_HOST_FAILED, FleetopsError
 
-LOCK_PATH = "~"                 # flock(2) on the home directory itself: no file is ever created
 TAG = "fleetops-run-lock"
 HELD = "FLEETOPS_RUN_LOCK_HELD"
 BUSY = "FLEETOPS_RUN_LOCK_BUSY"

@@ -1,24 +1,18 @@
-"""SSH transport on paramiko, with OpenSSH's strict host key semantics.
+"""SSH transport on paramiko: one connection per host, reused by every task of a run; each
+command gets its own exec channel.
 
-A fleet tool that silently trusts a new or changed host key hands the fleet's
-credentials to whoever answers first, so known_hosts is checked like
-`StrictHostKeyChecking yes` (or `accept-new` with --accept-new-host-keys), and
-paramiko's AutoAddPolicy is never used. One connection per host is reused by
-every task of a run; each command gets its own exec channel.
+The host key is checked as OpenSSH's `StrictHostKeyChecking yes` (or `accept-new` with
+--accept-new-host-keys) by hostkeys.py, never by paramiko's AutoAddPolicy; keys and the agent
+come from keys.py.
 """
 from __future__ import annotations
 
 import base64
-import fcntl
 import getpass
-import hashlib
-import hmac
 import logging
 import os
-import re
 import select
 import socket
-import stat
 import threading
 import time
 
@@ -26,107 +20,20 @@ import paramiko
 from paramiko.common import cMSG_CHANNEL_REQUEST
 from paramiko.message import Message
 
+from fleetops.engine.connection.hostkeys import known_hosts_name, read_known_hosts, verify_host_key
+from fleetops.engine.connection.keys import DEFAULT_KEYS, load_private_key, open_agent
 from fleetops.engine.connection.output import MAX_STREAM, READ_CHUNK, Capped, truncation_note
 from fleetops.engine.connection.transport import CommandResult, ConnParams, Transport
-from fleetops.errors import BadInput, Unreachable
+from fleetops.errors import Unreachable
 
 # paramiko logs handshake failures with tracebacks; without a handler Python's
 # last-resort handler would print them over the terminal view.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
-log = logging.getLogger("fleetops.ssh")
-
-DEFAULT_KEYS = ("id_ed25519", "id_ecdsa", "id_rsa")
 
 # known_hosts key type -> host key algorithms that prove possession of that key
 _ALGS_FOR_TYPE = {
     "ssh-rsa": ("rsa-sha2-512", "rsa-sha2-256"),
 }
-
-
-def known_hosts_name(address: str, port: int) -> str:
-    """The name OpenSSH files a host under: `addr` on port 22, else `[addr]:port`."""
-    return address if int(port) == 22 else f"[{address}]:{port}"
-
-
-def fingerprint(key_blob: bytes) -> str:
-    """OpenSSH-style SHA256 fingerprint of a public key blob."""
-    digest = hashlib.sha256(key_blob).digest()
-    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
-
-
-def _name_matches(pattern_field: str, name: str) -> bool:
-    if pattern_field.startswith("|1|"):
-        try:
-            _, _, salt, want = pattern_field.split("|", 3)
-            mac = hmac.new(base64.b64decode(salt), name.encode(), hashlib.sha1).digest()
-            return hmac.compare_digest(mac, base64.b64decode(want))
-        except (ValueError, TypeError):
-            return False
-    return name in pattern_field.split(",")
-
-
-_parsed_cache: dict = {}
-_cache_lock = threading.Lock()
-
-
-def _file_stamp(path: str):
-    st = os.stat(path)
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
-
-
-def _cached(kind: str, path: str, build):
-    """build(path), remembered while the file's inode, size and mtime stay the same: a run opens
-    one connection per host, and re-reading one known_hosts / key file for each of a thousand
-    hosts is pure waste. A changed file (a key recorded by --accept-new-host-keys) is re-read."""
-    stamp = _file_stamp(path)
-    with _cache_lock:
-        hit = _parsed_cache.get((kind, path))
-    if hit is not None and hit[0] == stamp:
-        return hit[1]
-    value = build(path)
-    with _cache_lock:
-        _parsed_cache[(kind, path)] = (stamp, value)
-    return value
-
-
-def _parse_known_hosts(path: str) -> list:
-    """[(marker or None, host field, key type, blob)] for every usable line."""
-    with open(path, encoding="utf-8", errors="replace") as f:
-        lines = f.read().splitlines()
-    entries = []
-    for line in lines:
-        fields = line.strip().split()
-        if not fields or fields[0].startswith("#"):
-            continue
-        marker = None
-        if fields[0].startswith("@"):
-            marker, fields = fields[0], fields[1:]
-        if len(fields) < 3:
-            continue
-        try:
-            blob = base64.b64decode(fields[2], validate=True)
-        except (ValueError, TypeError):
-            continue
-        entries.append((marker, fields[0], fields[1], blob))
-    return entries
-
-
-def read_known_hosts(path: str, name: str) -> tuple[list[tuple[str, bytes]], list[bytes]]:
-    """(known (keytype, blob) entries, revoked blobs) for `name`; hashed entries included."""
-    known, revoked = [], []
-    try:
-        entries = _cached("known_hosts", path, _parse_known_hosts)
-    except FileNotFoundError:
-        return known, revoked
-    except OSError as e:
-        raise Unreachable(f"cannot read known_hosts {path}: {e.strerror or e}")
-    for marker, hosts, ktype, blob in entries:
-        if marker == "@revoked":
-            revoked.append(blob)
-        elif marker is None and _name_matches(hosts, name):
-            known.append((ktype, blob))
-    return known, revoked
-
 
 _AEAD = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
 
@@ -139,81 +46,6 @@ def _prefer_aead(t) -> None:
     have = tuple(opts.ciphers)
     first = tuple(c for c in _AEAD if c in have)
     opts.ciphers = first + tuple(c for c in have if c not in first)
-
-
-def _open_agent():
-    """(agent or None, its keys); the caller closes the agent once done signing."""
-    if not os.environ.get("SSH_AUTH_SOCK"):
-        return None, []
-    try:
-        agent = paramiko.Agent()
-    except (paramiko.SSHException, OSError):
-        return None, []
-    keys = list(agent.get_keys())
-    if not keys:
-        agent.close()
-        return None, []
-    return agent, keys
-
-
-def key_is_encrypted(path: str) -> bool:
-    """True if a private key file needs a passphrase (OpenSSH or PEM format)."""
-    with open(path, "rb") as f:
-        text = f.read(1 << 20)
-    if b"Proc-Type: 4,ENCRYPTED" in text or b"BEGIN ENCRYPTED PRIVATE KEY" in text:
-        return True
-    m = re.search(rb"-----BEGIN OPENSSH PRIVATE KEY-----(.*?)-----END", text, re.S)
-    if m:
-        try:
-            raw = base64.b64decode(b"".join(m.group(1).split()))
-        except ValueError:
-            return False
-        magic = b"openssh-key-v1\0"
-        if raw.startswith(magic):
-            n = int.from_bytes(raw[len(magic):len(magic) + 4], "big")
-            return raw[len(magic) + 4:len(magic) + 4 + n] != b"none"
-    return False
-
-
-def load_private_key(path: str):
-    """PKey from a file; PasswordRequiredException if it is encrypted (any paramiko version).
-    Read once per run for all hosts (re-read if the file changes)."""
-    return _cached("private_key", path, _load_private_key)
-
-
-def _load_private_key(path: str):
-    if key_is_encrypted(path):
-        raise paramiko.PasswordRequiredException(f"private key {path} is encrypted")
-    try:
-        return paramiko.PKey.from_path(path)
-    except TypeError as e:          # cryptography's "password-protected" on some versions
-        if "password" in str(e).lower():
-            raise paramiko.PasswordRequiredException(f"private key {path} is encrypted")
-        raise paramiko.SSHException(str(e))
-
-
-def check_private_key(path: str) -> None:
-    """Refuse, before any host is contacted, a key ssh itself would refuse or could not use."""
-    p = os.path.expanduser(path)
-    if not os.path.exists(p):
-        raise BadInput(f"private key {path} does not exist")
-    if not os.path.isfile(p):
-        raise BadInput(f"private key {path} is not a file")
-    mode = stat.S_IMODE(os.stat(p).st_mode)
-    if mode & 0o077:
-        raise BadInput(f"private key {path} has mode {mode:04o}; ssh refuses keys readable by others: "
-                       f"chmod 600 {path}")
-    try:
-        load_private_key(p)
-    except paramiko.PasswordRequiredException:
-        agent, keys = _open_agent()
-        if agent is not None:
-            agent.close()
-        if not keys:
-            raise BadInput(f"private key {path} is encrypted and no ssh-agent is available; "
-                           f"load it with ssh-add, or use an unencrypted key")
-    except (paramiko.SSHException, ValueError, OSError) as e:
-        raise BadInput(f"private key {path} cannot be read: {e}")
 
 
 def parse_jump(spec: str) -> tuple[str | None, str, int]:
@@ -303,7 +135,8 @@ class SSHTransport(Transport):
             raise Unreachable(f"{self.where}: connection closed during SSH handshake ({e or type(e).__name__})")
         if t.host_key is None:
             raise Unreachable(f"{self.where}: SSH handshake did not complete within {2 * timeout + 5:g}s")
-        self._verify_host_key(t.host_key, known, revoked)
+        verify_host_key(t.host_key, self.host_key_name, known, revoked, self.known_hosts_path,
+                        self.params.accept_new_host_keys)
         self._auth(t)
         if p.keepalive:
             t.set_keepalive(int(p.keepalive))
@@ -347,15 +180,13 @@ class SSHTransport(Transport):
 
     def _open_via_jump(self, timeout: float):
         p = self.params
-        jp = p.extra.get("jump_params") if isinstance(p.extra, dict) else None
-        if not isinstance(jp, ConnParams):
-            try:
-                juser, jhost, jport = parse_jump(p.proxy_jump)
-            except ValueError:
-                raise Unreachable(f"{self.where}: bad ProxyJump {p.proxy_jump!r} (want [user@]host[:port])")
-            jp = ConnParams(name=jhost, address=jhost, port=jport, user=juser, key_file=p.key_file,
-                            known_hosts=p.known_hosts, accept_new_host_keys=p.accept_new_host_keys,
-                            connect_timeout=p.connect_timeout, keepalive=p.keepalive)
+        try:
+            juser, jhost, jport = parse_jump(p.proxy_jump)
+        except ValueError:
+            raise Unreachable(f"{self.where}: bad ProxyJump {p.proxy_jump!r} (want [user@]host[:port])")
+        jp = ConnParams(name=jhost, address=jhost, port=jport, user=juser, key_file=p.key_file,
+                        known_hosts=p.known_hosts, accept_new_host_keys=p.accept_new_host_keys,
+                        connect_timeout=p.connect_timeout, keepalive=p.keepalive)
         self._jump = SSHTransport(jp)
         try:
             self._jump.connect()
@@ -367,51 +198,6 @@ class SSHTransport(Transport):
         except (paramiko.SSHException, EOFError, OSError) as e:
             raise Unreachable(f"{self.where}: jump host {jp.address}:{jp.port} could not open a "
                               f"tunnel: {e}")
-
-    def _verify_host_key(self, key, known, revoked) -> None:
-        name = self.host_key_name
-        blob, ktype = key.asbytes(), key.get_name()
-        fp = fingerprint(blob)
-        if blob in revoked:
-            raise Unreachable(f"host key for {name} ({ktype} {fp}) is marked @revoked in known_hosts; "
-                              f"refusing to connect")
-        if any(kt == ktype and b == blob for kt, b in known):
-            return
-        if known:
-            same = [b for kt, b in known if kt == ktype] or [known[0][1]]
-            raise Unreachable(f"HOST KEY CHANGED for {name}: known_hosts has {fingerprint(same[0])}, "
-                              f"host offers {fp}; refusing to connect")
-        if not self.params.accept_new_host_keys:
-            raise Unreachable(f"host key for {name} is not in known_hosts ({ktype} {fp}); add it, "
-                              f"or run with --accept-new-host-keys")
-        self._record_new_key(ktype, blob, fp)
-
-    def _record_new_key(self, ktype: str, blob: bytes, fp: str) -> None:
-        """Append under an exclusive lock, re-checking: another worker may have recorded it first."""
-        path = self.known_hosts_path
-        os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
-        with os.fdopen(fd, "r+b") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                known, _ = read_known_hosts(path, self.host_key_name)
-                if any(kt == ktype and b == blob for kt, b in known):
-                    return
-                if known:
-                    raise Unreachable(f"HOST KEY CHANGED for {self.host_key_name}: known_hosts has "
-                                      f"{fingerprint(known[0][1])}, host offers {fp}; refusing to connect")
-                f.seek(0, os.SEEK_END)
-                lead = b""
-                if f.tell() > 0:
-                    f.seek(-1, os.SEEK_END)
-                    lead = b"" if f.read(1) == b"\n" else b"\n"
-                line = f"{self.host_key_name} {ktype} {base64.b64encode(blob).decode()}\n"
-                f.write(lead + line.encode())
-                f.flush()
-                os.fsync(f.fileno())
-                log.info("recorded new host key for %s (%s %s) in %s", self.host_key_name, ktype, fp, path)
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
 
     def _candidate_keys(self):
         """(label, PKey) in order: key_file, else agent keys, else ~/.ssh default keys."""
@@ -447,7 +233,7 @@ class SSHTransport(Transport):
 
     def _agent_keys(self) -> list:
         if self._agent is None:
-            self._agent, keys = _open_agent()
+            self._agent, keys = open_agent()
             return keys
         return list(self._agent.get_keys())
 

@@ -14,8 +14,10 @@ import paramiko
 import pytest
 
 from fleetops.engine.connection.become import become_wrap
+from fleetops.engine.connection.hostkeys import fingerprint, known_hosts_name
+from fleetops.engine.connection.keys import check_private_key
 from fleetops.engine.connection.output import Capped
-from fleetops.engine.connection.ssh import SSHTransport, check_private_key, fingerprint, known_hosts_name
+from fleetops.engine.connection.ssh import SSHTransport
 from fleetops.errors import BadInput, Unreachable
 
 def _read(path):
