@@ -81,11 +81,11 @@ def _split_tags(values) -> list:
 
 
 def _load_vars_file(path: str) -> dict:
-    """`-e @file`: validate.load_vars_file when present (positions in errors), else plain YAML."""
+    """`-e @file`: varsfile.load_vars_file when present (positions in errors), else plain YAML."""
     if not os.path.isfile(path):
         raise BadInput("no such file", where=path)
     try:
-        from fleetops.engine.validate import load_vars_file
+        from fleetops.engine.varsfile import load_vars_file
     except ImportError:
         load_vars_file = None
     if load_vars_file is not None:

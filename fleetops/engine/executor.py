@@ -31,6 +31,7 @@ from fleetops.engine.connection import runlock as _runlock
 from fleetops.engine.connection.runlock import HostBusy
 from fleetops.engine.taskrun import (Frame, HostState, TaskRunner, failed_result, unreachable_result)
 from fleetops.engine.templating import Templar, TemplateError, mark_unsafe
+from fleetops.engine.varsfile import load_vars_file
 from fleetops.engine.connection.transport import ConnParams
 from fleetops.errors import (EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, BadInput,
                              Unreachable)
@@ -383,10 +384,6 @@ class _Run:
         out: dict = {}
         if not getattr(play, "vars_files", None):
             return out
-        try:
-            from fleetops.engine.validate import load_vars_file
-        except ImportError:  # validate.py not there: same YAML loader, no extra checks
-            from fleetops.engine.yamlsrc import load_yaml as load_vars_file
         for path in play.vars_files:
             full = path if os.path.isabs(path) else os.path.join(self.playbook_dir, path)
             data = load_vars_file(full)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import ast
 import copy
 import ipaddress
-import json
 import os
 import re
 import shlex
@@ -18,14 +17,14 @@ import string
 import sys
 import warnings
 
-import yaml
-
-from fleetops.errors import BadInput
 from fleetops.engine import patterns as _patterns
 from fleetops.engine.connection import sshargs as _sshargs
 from fleetops.engine.connection import sshconfig as _sshconfig
-from fleetops.engine.templating import TemplateError, mark_unsafe
 from fleetops.engine.connection.transport import ConnParams
+from fleetops.engine.templating import TemplateError
+from fleetops.engine.varsfile import load_vars_file
+from fleetops.engine.yamlsrc import Mapping, load_yaml_text, yaml_kind
+from fleetops.errors import BadInput
 
 VARS_EXTENSIONS = (".yml", ".yaml", ".json")
 YAML_EXTENSIONS = (".yml", ".yaml", ".json")
@@ -280,7 +279,7 @@ class Inventory:
 
         def as_str(name, value):
             if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-                raise bad(name, f"must be a string, got {_kind(value)}")
+                raise bad(name, f"must be a string, got {yaml_kind(value)}")
             return str(value)
 
         host_var, host_value = pick("fleetops_host", "ansible_host", "ansible_ssh_host")
@@ -395,36 +394,6 @@ def _positive_number(value):
     return seconds if seconds > 0 else None
 
 
-def _kind(value) -> str:
-    """A plain-English type name for error lines."""
-    if value is None:
-        return "nothing"
-    if isinstance(value, bool):
-        return "true/false"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, (list, tuple)):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return type(value).__name__
-
-
-# --------------------------------------------------------------------------- YAML with positions
-
-class _YDict(dict):
-    """A YAML mapping that remembers where it and each of its keys start."""
-
-    pos: str | None = None
-    key_pos: dict
-
-
-class _YList(list):
-    pos: str | None = None
-
-
 def _plain(value):
     """Drop position bookkeeping: plain dicts and lists for variables handed to others."""
     if isinstance(value, dict):
@@ -432,87 +401,6 @@ def _plain(value):
     if isinstance(value, list):
         return [_plain(v) for v in value]
     return value
-
-
-class _InventoryLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-    """SafeLoader that records positions and refuses duplicate mapping keys.
-
-    (Playbooks use engine/yamlsrc.py; the inventory keeps its own small loader.) libyaml's
-    parser when PyYAML has it: a 1,000-host inventory parses several times faster, same marks.
-    """
-
-    source = "<inventory>"
-
-    def _where(self, mark) -> str:
-        return f"{self.source}:{mark.line + 1}:{mark.column + 1}"
-
-    def construct_yaml_map(self, node):
-        data = _YDict()
-        data.pos = self._where(node.start_mark)
-        data.key_pos = {}
-        yield data
-        explicit = sum(1 for key_node, _ in node.value if key_node.tag != "tag:yaml.org,2002:merge")
-        self.flatten_mapping(node)
-        merged = len(node.value) - explicit   # `<<:` entries come first and may be overridden
-        explicit_keys: set = set()
-        for index, (key_node, value_node) in enumerate(node.value):
-            key = self.construct_object(key_node, deep=True)
-            try:
-                hash(key)
-            except TypeError:
-                raise yaml.constructor.ConstructorError(
-                    None, None, "a mapping key must be a plain value, not a list or mapping",
-                    key_node.start_mark) from None
-            if index >= merged:
-                if key in explicit_keys:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"duplicate key '{key}'", key_node.start_mark)
-                explicit_keys.add(key)
-            data[key] = self.construct_object(value_node, deep=True)
-            data.key_pos[key] = self._where(key_node.start_mark)
-
-    def construct_yaml_seq(self, node):
-        data = _YList()
-        data.pos = self._where(node.start_mark)
-        yield data
-        data.extend(self.construct_sequence(node, deep=True))
-
-
-    def construct_unsafe(self, node):
-        """Ansible's `!unsafe` marks a string not to be templated: it stays data (UnsafeText)."""
-        return mark_unsafe(self.construct_scalar(node))
-
-    def construct_vault(self, node):
-        raise yaml.constructor.ConstructorError(
-            None, None, "Ansible Vault values (!vault) are not supported: decrypt them first",
-            node.start_mark)
-
-
-_InventoryLoader.add_constructor("!unsafe", _InventoryLoader.construct_unsafe)
-_InventoryLoader.add_constructor("!vault", _InventoryLoader.construct_vault)
-_InventoryLoader.add_constructor("tag:yaml.org,2002:map", _InventoryLoader.construct_yaml_map)
-_InventoryLoader.add_constructor("tag:yaml.org,2002:seq", _InventoryLoader.construct_yaml_seq)
-
-
-def _load_yaml(text: str, path: str):
-    """Parse YAML; any syntax problem is one BadInput at file:line:col."""
-    loader = _InventoryLoader(text)
-    loader.source = path
-    try:
-        return loader.get_single_data()
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
-        problem = e.problem or e.context or "invalid YAML"
-        if isinstance(e, yaml.constructor.ConstructorError):
-            raise BadInput(problem, where=where) from None   # duplicate key, unknown tag
-        if e.context and e.problem:
-            problem = f"{e.context}: {e.problem}"
-        raise BadInput(f"YAML syntax error: {problem}", where=where) from None
-    except yaml.YAMLError as e:
-        raise BadInput(f"YAML error: {str(e).splitlines()[0]}", where=path) from None
-    finally:
-        loader.dispose()
 
 
 # --------------------------------------------------------------------------- host names and ranges
@@ -697,33 +585,33 @@ class _Builder:
 # --------------------------------------------------------------------------- YAML inventory
 
 def _parse_yaml(b: _Builder, text: str, path: str) -> None:
-    data = _load_yaml(text, path)
+    data = load_yaml_text(text, path)
     if data is None:
         return
     if not isinstance(data, dict):
-        raise BadInput(f"a YAML inventory must be a mapping of groups (such as 'all:'), got {_kind(data)}",
-                       where=getattr(data, "pos", None) or path)
+        raise BadInput(f"a YAML inventory must be a mapping of groups (such as 'all:'), got {yaml_kind(data)}",
+                       where=getattr(data, "where", None) or path)
     if isinstance(data.get("plugin"), str):
         raise BadInput(f"inventory plugin configuration (plugin: {data['plugin']}) is not supported: "
-                       "fleetops reads INI and YAML inventories", where=data.key_pos["plugin"])
+                       "fleetops reads INI and YAML inventories", where=data.key_where("plugin"))
     for name, gdata in data.items():
-        _yaml_group(b, name, gdata, data.key_pos[name])
+        _yaml_group(b, name, gdata, data.key_where(name))
 
 
-def _sub_mapping(data: _YDict, key: str, group: str):
+def _sub_mapping(data: Mapping, key: str, group: str):
     """hosts/children/vars of a group: None, a mapping, or (Ansible shorthand) one name."""
     value = data[key]
-    where = data.key_pos[key]
+    where = data.key_where(key)
     if value is None:
         return None
     if isinstance(value, str) and key != "vars":
-        d = _YDict({value: None})
-        d.key_pos = {value: where}
+        d = Mapping({value: None})
+        d.set_where(value, where)
         return d
     if not isinstance(value, dict):
         what = {"hosts": "host names to their variables", "children": "child group names",
                 "vars": "variable names to values"}[key]
-        raise BadInput(f"'{key}' of group '{group}' must be a mapping of {what}, got {_kind(value)}",
+        raise BadInput(f"'{key}' of group '{group}' must be a mapping of {what}, got {yaml_kind(value)}",
                        where=where)
     return value
 
@@ -735,39 +623,38 @@ def _yaml_group(b: _Builder, name, data, where) -> str:
     if data is None:
         return name
     if not isinstance(data, dict):
-        raise BadInput(f"group '{name}' must be a mapping with hosts, children or vars, got {_kind(data)}",
+        raise BadInput(f"group '{name}' must be a mapping with hosts, children or vars, got {yaml_kind(data)}",
                        where=where)
     for key in data:
         if key not in GROUP_KEYS:
             raise BadInput(f"unknown key '{key}' in group '{name}' (expected hosts, children or vars)",
-                           where=data.key_pos[key])
+                           where=data.key_where(key))
     for key in data:
         section = _sub_mapping(data, key, name)
         if section is None:
             continue
         if key == "vars":
             for var, value in section.items():
-                b.set_group_var(name, var, value, section.key_pos.get(var))
+                b.set_group_var(name, var, value, section.key_where(var))
         elif key == "children":
             for child, child_data in section.items():
-                child_where = section.key_pos.get(child)
+                child_where = section.key_where(child)
                 child_name = _yaml_group(b, child, child_data, child_where)
                 b.add_child(name, child_name, child_where)
         else:
             for pattern, host_vars in section.items():
-                h_where = section.key_pos.get(pattern)
+                h_where = section.key_where(pattern)
                 if not isinstance(pattern, str):
                     pattern = str(pattern)
                 if host_vars is None:
-                    host_vars = _YDict()
-                    host_vars.key_pos = {}
+                    host_vars = Mapping()
                 elif not isinstance(host_vars, dict):
                     raise BadInput(f"host '{pattern}' in group '{name}' must be a mapping of variables "
-                                   f"or empty, got {_kind(host_vars)}", where=h_where)
+                                   f"or empty, got {yaml_kind(host_vars)}", where=h_where)
                 base, port = split_host_port(pattern)
                 names = expand_host_range(base, h_where)
                 variables = dict(host_vars)
-                wheres = dict(host_vars.key_pos)
+                wheres = {k: host_vars.key_where(k) for k in host_vars}
                 if port is not None:
                     variables["ansible_port"] = port
                     wheres["ansible_port"] = h_where
@@ -904,34 +791,9 @@ def _dir_vars_files(directory: str) -> list:
 
 
 def _load_vars_file(path: str):
-    """One vars file -> (vars, where-by-key). Empty is fine; anything but a mapping is BadInput."""
-    text = _read_text(path)
-    if path.endswith(".json"):
-        def no_dups(pairs):
-            out = {}
-            for k, v in pairs:
-                if k in out:
-                    raise BadInput(f"duplicate key '{k}'", where=path)
-                out[k] = v
-            return out
-        if not text.strip():
-            return {}, {}
-        try:
-            data = json.loads(text, object_pairs_hook=no_dups)
-        except json.JSONDecodeError as e:
-            raise BadInput(f"JSON syntax error: {e.msg}", where=f"{path}:{e.lineno}:{e.colno}") from None
-        wheres = {k: path for k in data} if isinstance(data, dict) else {}
-        pos = path
-    else:
-        data = _load_yaml(text, path)
-        wheres = dict(getattr(data, "key_pos", {}) or {})
-        pos = getattr(data, "pos", None) or path
-    if data is None:
-        return {}, {}
-    if not isinstance(data, dict):
-        raise BadInput(f"a vars file must be a mapping of variable names to values, got {_kind(data)}",
-                       where=pos)
-    return _plain(data), wheres
+    """One group_vars/host_vars file -> (plain vars, where-by-key); names are not checked."""
+    data = load_vars_file(path, check_names=False)
+    return _plain(data), {k: data.key_where(k) for k in data}
 
 
 def _load_vars_dirs(inv: Inventory, base: str) -> None:

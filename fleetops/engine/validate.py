@@ -9,9 +9,10 @@ from __future__ import annotations
 import difflib
 import os
 
-from fleetops.engine.playbook import Play, Playbook, Task, check_args, check_var_names, set_limit, walk_tasks
+from fleetops.engine.playbook import Play, Playbook, Task, check_args, set_limit, walk_tasks
 from fleetops.engine.templating import Templar, TemplateError
-from fleetops.engine.yamlsrc import Mapping, load_yaml
+from fleetops.engine.varsfile import load_vars_file
+from fleetops.engine.yamlsrc import Mapping
 from fleetops.errors import BadInput
 
 FACT_NAMES = frozenset({
@@ -33,20 +34,6 @@ MAGIC_VARS = frozenset({
 
 # Defined by the executor only inside `rescue:` (as in Ansible).
 RESCUE_VARS = frozenset({"ansible_failed_task", "ansible_failed_result"})
-
-
-def load_vars_file(path: str) -> dict:
-    """A vars file: a YAML mapping of variable names (empty file -> {}), with positions kept."""
-    data = load_yaml(path)
-    if data is None:
-        empty = Mapping()
-        empty.where = str(path)
-        return empty
-    if not isinstance(data, Mapping):
-        raise BadInput("a vars file must be a mapping of variable names to values",
-                       where=getattr(data, "where", None) or str(path))
-    check_var_names(data)
-    return data
 
 
 class _Checker:

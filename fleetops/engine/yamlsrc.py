@@ -81,6 +81,13 @@ class _Loader(_BaseLoader):
     def __init__(self, stream, name: str):
         super().__init__(stream)
         self.fo_name = name
+        self.fo_own_keys: dict = {}     # id(mapping node) -> ids of its own (not merged) key nodes
+
+    def flatten_mapping(self, node):
+        """PyYAML's merge, which also flattens every merged source: each node's own keys are
+        noted the first time, before merged ones join them."""
+        self.fo_own_keys.setdefault(id(node), {id(k) for k, _ in node.value if k.tag != _MERGE_TAG})
+        super().flatten_mapping(node)
 
 
 def _construct_sequence(loader: _Loader, node):
@@ -102,35 +109,29 @@ def _hashable(loader: _Loader, key, knode):
 
 
 def _construct_mapping(loader: _Loader, node):
+    """A mapping with PyYAML's merge (`<<:`) rules, which ansible-core 2.19 uses: the same values
+    in the same key order; only the mapping's own keys may not repeat."""
     mapping = Mapping()
     mapping.where = _where(loader.fo_name, node.start_mark)
     yield mapping
-    merged: list = []          # (key, value, key_where, value_where) from `<<:`
+    loader.flatten_mapping(node)
+    own = loader.fo_own_keys[id(node)]
     first_line: dict = {}
     for knode, vnode in node.value:
-        if knode.tag == _MERGE_TAG:
-            sources = [vnode] if isinstance(vnode, yaml.MappingNode) else (
-                vnode.value if isinstance(vnode, yaml.SequenceNode) else None)
-            if sources is None or not all(isinstance(s, yaml.MappingNode) for s in sources):
-                raise BadInput("'<<' merge needs a mapping or a list of mappings",
-                               where=_where(loader.fo_name, vnode.start_mark))
-            for src in sources:
-                value = loader.construct_object(src, deep=True)
-                for k, v in value.items():
-                    merged.append((k, v, value.key_where(k), value.value_where(k)))
-            continue
         key = _hashable(loader, loader.construct_object(knode, deep=True), knode)
-        if key in first_line:
-            raise BadInput(f"duplicate key {key!r} (first at line {first_line[key]})",
-                           where=_where(loader.fo_name, knode.start_mark))
-        first_line[key] = knode.start_mark.line + 1
+        if id(knode) in own:
+            if key in first_line:
+                raise BadInput(f"duplicate key {key!r} (first at line {first_line[key]})",
+                               where=_where(loader.fo_name, knode.start_mark))
+            first_line[key] = knode.start_mark.line + 1
         mapping[key] = loader.construct_object(vnode, deep=True)
         mapping._key_where[key] = _where(loader.fo_name, knode.start_mark)
         mapping._value_where[key] = _where(loader.fo_name, vnode.start_mark)
-    for k, v, kw, vw in merged:  # explicit keys win over merged ones, as in YAML
-        if k not in first_line and k not in mapping:
-            mapping[k] = v
-            mapping.set_where(k, kw, vw)
+
+
+def _refuse_vault(loader: _Loader, node):
+    raise BadInput("Ansible Vault values (!vault) are not supported: decrypt them first",
+                   where=_where(loader.fo_name, node.start_mark))
 
 
 def _construct_unsafe(loader: _Loader, node):
@@ -144,6 +145,7 @@ def _construct_unsafe(loader: _Loader, node):
 _Loader.add_constructor(_MAP_TAG, _construct_mapping)
 _Loader.add_constructor(_SEQ_TAG, _construct_sequence)
 _Loader.add_constructor("!unsafe", _construct_unsafe)
+_Loader.add_constructor("!vault", _refuse_vault)
 
 
 def _expanded_size(node, memo: dict) -> int:
@@ -228,3 +230,20 @@ def read_text(path: str) -> str:
 def load_yaml(path: str):
     """Load a YAML file with positions; missing/unreadable/invalid files raise BadInput."""
     return load_yaml_text(read_text(path), str(path))
+
+
+def yaml_kind(value) -> str:
+    """A loaded value named as its author wrote it, for "must be X, got Y" lines."""
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__

@@ -3,13 +3,10 @@ BadInput at the exact file:line:column of the value."""
 from __future__ import annotations
 
 import difflib
-import re
 
+from fleetops.engine.varsfile import VAR_NAME as IDENT, check_var_names
 from fleetops.engine.yamlsrc import Mapping, Sequence
 from fleetops.errors import BadInput
-
-IDENT = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
-
 
 def kind(value) -> str:
     if value is None:
@@ -120,11 +117,3 @@ def want_vars(m: Mapping, key) -> dict:
                        where=m.value_where(key))
     check_var_names(v)
     return v
-
-
-def check_var_names(mapping: dict) -> None:
-    """Every variable name must be usable in a template."""
-    for k in mapping:
-        if not isinstance(k, str) or not IDENT.match(k):
-            where = mapping.key_where(k) if isinstance(mapping, Mapping) else None
-            raise BadInput(f"invalid variable name {k!r} (letters, digits and _ only)", where=where)

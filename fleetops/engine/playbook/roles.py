@@ -7,6 +7,7 @@ import os
 from fleetops.engine.playbook.checks import check_var_names, kind
 from fleetops.engine.playbook.includes import read_task_file, static_name
 from fleetops.engine.playbook.keywords import ROLE_ENTRY_KEYS, Inherit, inherit_keywords
+from fleetops.engine.varsfile import load_vars_file
 from fleetops.engine.yamlsrc import Mapping, Sequence, load_yaml
 from fleetops.errors import BadInput
 
@@ -43,13 +44,7 @@ def _role_vars_file(role_path: str, sub: str, name: str, where: str, required: b
         if required:
             raise BadInput(f"role {os.path.basename(role_path)}: {sub}/{name} not found", where=where)
         return {}
-    data = load_yaml(path)
-    if data is None:
-        return {}
-    if not isinstance(data, Mapping):
-        raise BadInput(f"a role's {sub} file must be a mapping of variable names to values", where=data.where)
-    check_var_names(data)
-    return data
+    return load_vars_file(path, what=f"a role's {sub} file")
 
 
 def load_role(name: str, inh: Inherit, params: dict, where: str, froms: dict, once: bool = True,

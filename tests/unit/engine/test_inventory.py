@@ -334,9 +334,10 @@ def test_empty_inventory_has_no_hosts(tmp_path):
 BAD = os.path.join(DATA, "bad")
 
 BAD_CASES = [
-    ("dup_host.yml", "5:5", "duplicate key 'h1'"),
-    ("dup_var.yml", "5:5", "duplicate key 'a'"),
-    ("syntax.yml", "4:11", "YAML syntax error: while parsing a flow mapping: did not find expected ',' or '}'"),
+    ("dup_host.yml", "5:5", "duplicate key 'h1' (first at line 3)"),
+    ("dup_var.yml", "5:5", "duplicate key 'a' (first at line 3)"),
+    ("syntax.yml", "4:11",
+     "YAML syntax error: did not find expected ',' or '}' (while parsing a flow mapping at line 3)"),
     ("host_list.yml", "5:9", "host 'w1' in group 'web' must be a mapping of variables or empty, got a list"),
     ("hosts_list.yml", "4:7",
      "'hosts' of group 'web' must be a mapping of host names to their variables, got a list"),

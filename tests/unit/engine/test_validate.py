@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from fleetops.engine.playbook import load_playbook
-from fleetops.engine.validate import FACT_NAMES, MAGIC_VARS, load_vars_file, validate
+from fleetops.engine.validate import FACT_NAMES, MAGIC_VARS, validate
 from fleetops.errors import BadInput
 from fleetops.modules.base import Arg, Module
 from tests.support.paths import DATA
@@ -142,14 +142,6 @@ def test_vars_file_variables_are_defined_and_checked(tmp_path):
     write(tmp_path, "base: /srv\nderived: '{{ base }}/x'\nbroken: '{{ nope }}'\n", "v.yml")
     msg, where = bad(tmp_path, "- hosts: all\n  vars_files: [v.yml]\n")
     assert msg == "undefined variable 'nope'" and where == "v.yml:3:1"
-
-
-def test_load_vars_file(tmp_path):
-    assert load_vars_file(write(tmp_path, "a: 1\nb: [x]\n", "v.yml")) == {"a": 1, "b": ["x"]}
-    assert load_vars_file(write(tmp_path, "# empty\n", "e.yml")) == {}
-    with pytest.raises(BadInput) as info:
-        load_vars_file(write(tmp_path, "a b: 1\n", "n.yml"))
-    assert "invalid variable name 'a b'" in info.value.msg and info.value.where.endswith("n.yml:1:1")
 
 
 # -- variables
