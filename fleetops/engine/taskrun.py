@@ -12,7 +12,7 @@ from typing import Any
 
 from fleetops.engine import secrets as _secrets
 from fleetops.engine.connection.runlock import HostBusy
-from fleetops.engine.inventory import _bool
+from fleetops.engine.connection.hostvars import _bool
 from fleetops.engine.templating import Templar, TemplateError, mark_unsafe
 from fleetops.errors import Unreachable
 from fleetops.modules.base import Arg, TaskContext

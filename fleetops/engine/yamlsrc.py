@@ -247,3 +247,12 @@ def yaml_kind(value) -> str:
     if isinstance(value, dict):
         return "a mapping"
     return type(value).__name__
+
+
+def plain(value):
+    """Drop position bookkeeping: plain dicts and lists for variables handed to others."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value

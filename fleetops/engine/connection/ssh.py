@@ -11,6 +11,7 @@ import base64
 import getpass
 import logging
 import os
+import re
 import select
 import socket
 import threading
