@@ -46,7 +46,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _err(msg: str) -> None:
-    from fleetops.engine.results import printable, scrub_text
+    from fleetops.engine.clean import printable, scrub_text
     line = " ".join(str(msg).split("\n")).strip()
     print(f"fleetops: error: {printable(scrub_text(line, _SECRETS))}", file=sys.stderr, flush=True)
 
@@ -242,7 +242,7 @@ def cmd_run(args) -> int:
 def cmd_hosts(args) -> int:
     _require_file(args.inventory, "inventory")
     from fleetops.engine.inventory import load_inventory
-    from fleetops.engine.results import clean
+    from fleetops.engine.clean import clean
 
     inventory = load_inventory(args.inventory)
     secret_values = _secret_values(inventory, {})

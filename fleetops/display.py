@@ -20,8 +20,8 @@ from rich.table import Table
 from rich.text import Text
 
 from fleetops.engine.events import EventSink
-from fleetops.engine.results import (COUNTERS, clean, clean_options, clean_per_host, counter_increments, printable,
-                                     result_status, scrub_text)
+from fleetops.engine.clean import clean, clean_options, clean_per_host, printable, scrub_text
+from fleetops.engine.results import COUNTERS, counter_increments, result_status
 
 STYLES = {
     "ok": "green", "changed": "yellow", "failed": "bold red", "unreachable": "bold magenta",

@@ -9,7 +9,6 @@ values), so the file can be shared and grepped without leaking credentials.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import getpass
 import json
 import os
@@ -22,157 +21,22 @@ import time
 from pathlib import Path
 
 from fleetops.engine import results_backend as _backend
-from fleetops.engine import secrets as _secrets
+from fleetops.engine.clean import clean, clean_options, clean_per_host, scrub_text
 from fleetops.engine.events import EventSink
+from fleetops.engine.results_schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
 
-SCHEMA_VERSION = 2
 DEFAULT_RESULTS_DIR = "fleetops-runs"
 DB_NAME = "runs.db"
 BUSY_TIMEOUT_MS = _backend.BUSY_TIMEOUT_MS
 BATCH_ROWS = 200        # task results written in one transaction at most; every task's are written
 BATCH_SECONDS = 0.5     # before the next task starts, and none waits longer than this
-REDACTED = "********"
 
-STATUSES = ("ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")
 COUNTERS = ("ok", "changed", "unreachable", "failed", "skipped", "rescued", "ignored")
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS runs (
-    id TEXT PRIMARY KEY,
-    started REAL NOT NULL,
-    ended REAL,
-    status TEXT NOT NULL CHECK (status IN ('running','ok','failed','unreachable','interrupted')),
-    exit_code INTEGER,
-    playbook TEXT,
-    inventory TEXT,
-    options TEXT,
-    controller_user TEXT,
-    controller_host TEXT,
-    controller_pid INTEGER,
-    controller_pid_start TEXT,
-    fleetops_version TEXT,
-    stats TEXT
-);
-CREATE TABLE IF NOT EXISTS run_hosts (
-    run_id TEXT NOT NULL REFERENCES runs(id),
-    host TEXT NOT NULL,
-    ok INTEGER NOT NULL DEFAULT 0,
-    changed INTEGER NOT NULL DEFAULT 0,
-    unreachable INTEGER NOT NULL DEFAULT 0,
-    failed INTEGER NOT NULL DEFAULT 0,
-    skipped INTEGER NOT NULL DEFAULT 0,
-    rescued INTEGER NOT NULL DEFAULT 0,
-    ignored INTEGER NOT NULL DEFAULT 0,
-    facts TEXT,
-    first_seen REAL,
-    last_seen REAL,
-    PRIMARY KEY (run_id, host)
-);
-CREATE TABLE IF NOT EXISTS task_results (
-    id INTEGER PRIMARY KEY,
-    run_id TEXT NOT NULL REFERENCES runs(id),
-    host TEXT NOT NULL,
-    play_index INTEGER NOT NULL,
-    task_index INTEGER NOT NULL,
-    task_name TEXT,
-    module TEXT,
-    status TEXT NOT NULL CHECK (status IN ('ok','changed','failed','unreachable','skipped','rescued','ignored')),
-    msg TEXT,
-    started REAL,
-    ended REAL,
-    duration REAL,
-    result TEXT
-);
-CREATE INDEX IF NOT EXISTS task_results_run ON task_results(run_id, play_index, task_index, host);
-CREATE INDEX IF NOT EXISTS runs_started ON runs(started);
-CREATE TABLE IF NOT EXISTS plays (
-    run_id TEXT NOT NULL REFERENCES runs(id),
-    play_index INTEGER NOT NULL,
-    name TEXT,
-    hosts TEXT,
-    started REAL,
-    ended REAL,
-    stopped_reason TEXT,
-    PRIMARY KEY (run_id, play_index)
-);
-CREATE TABLE IF NOT EXISTS batches (
-    run_id TEXT NOT NULL REFERENCES runs(id),
-    play_index INTEGER NOT NULL,
-    batch_index INTEGER NOT NULL,
-    hosts TEXT,
-    started REAL,
-    PRIMARY KEY (run_id, play_index, batch_index)
-);
-"""
-# version -> statements that bring a store of the version before it up to that version
-MIGRATIONS = {
-    2: ["CREATE INDEX IF NOT EXISTS runs_started ON runs(started)"],
-}
 
 
 def new_run_id() -> str:
     """Sortable by time (UTC) and unique across concurrent runs: "YYYYmmddTHHMMSSZ-<6 hex>"."""
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + _pysecrets.token_hex(3)
-
-
-# --- secrets -------------------------------------------------------------------------------
-
-def scrub_text(text, values) -> str:
-    """Replace every known secret value in a string."""
-    if not isinstance(text, str) or not values:
-        return text
-    return _secrets.scrub(text, values)
-
-
-# C0 controls but tab/newline, DEL and C1 controls: a host's output or a hostile inventory must not
-# reach the operator's terminal as escape sequences (retitle, clear screen, fake lines).
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(text: str) -> str:
-    """`text` with terminal control characters shown as \\xNN instead of acted on (for terminals)."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
-def _deep_scrub(obj, values):
-    if isinstance(obj, str):
-        return scrub_text(obj, values)
-    if isinstance(obj, dict):
-        return {k: _deep_scrub(v, values) for k, v in obj.items()}   # names are never changed
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return [_deep_scrub(v, values) for v in obj]
-    return obj
-
-
-def clean(obj, values=frozenset()):
-    """Scrub every string and mask secret-named keys: what may be shown or stored."""
-    return _secrets.mask(_deep_scrub(obj, values))
-
-
-def clean_per_host(by_host, values=frozenset()) -> dict:
-    """Clean a {host: value} mapping: host names are names, not values under a secret name."""
-    return {h: clean(v, values) for h, v in (by_host or {}).items()}
-
-
-def clean_options(options, values=frozenset()) -> dict:
-    """Clean run options value by value: their names are fleetops' own, never secrets."""
-    if dataclasses.is_dataclass(options) and not isinstance(options, type):
-        options = dataclasses.asdict(options)
-    elif options is not None and not isinstance(options, dict):
-        options = dict(vars(options)) if hasattr(options, "__dict__") else {"options": str(options)}
-    out = {}
-    for k, v in (options or {}).items():
-        if k == "extra_vars" or isinstance(v, (dict, list, tuple, set, frozenset)):
-            out[str(k)] = clean(v, values)
-        else:
-            out[str(k)] = _deep_scrub(v, values)
-    return out
-
-
-def collect_secret_values(variables) -> set:
-    """Secret values among resolved variables."""
-    return set(_secrets.collect_secret_values(variables or {}))
 
 
 def _dumps(obj) -> str:
@@ -321,7 +185,7 @@ class ResultsStore(EventSink):
                                   str(self.db_path))
             if version == SCHEMA_VERSION:
                 return
-            for stmt in _SCHEMA.split(";"):
+            for stmt in SCHEMA.split(";"):
                 if stmt.strip():
                     c.execute(stmt)
             for v in range((version or SCHEMA_VERSION) + 1, SCHEMA_VERSION + 1):

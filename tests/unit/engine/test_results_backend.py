@@ -12,7 +12,8 @@ import time
 import psycopg
 import pytest
 
-from fleetops.engine.results import (BATCH_SECONDS, SCHEMA_VERSION, ResultsStore, _SCHEMA)
+from fleetops.engine.results import BATCH_SECONDS, ResultsStore
+from fleetops.engine.results_schema import SCHEMA, SCHEMA_VERSION
 from fleetops.engine.results_backend import PgConnection, redact
 from tests.unit.engine.test_results import SECRET, at_once, feed
 
@@ -64,7 +65,7 @@ def test_the_same_run_reads_back_the_same_from_both_backends(pg_url, tmp_path):
 
 def _v1_sqlite(path):
     conn = sqlite3.connect(path)
-    for stmt in _SCHEMA.split(";"):
+    for stmt in SCHEMA.split(";"):
         if stmt.strip() and "runs_started" not in stmt:
             conn.execute(stmt)
     conn.execute("INSERT INTO schema_version VALUES (1)")
@@ -78,7 +79,7 @@ def test_a_version_1_store_is_migrated_on_both(pg_url, tmp_path):
     c = PgConnection(pg_url)
     c.execute("BEGIN")
     c.prepare_schema()
-    for stmt in _SCHEMA.split(";"):
+    for stmt in SCHEMA.split(";"):
         if stmt.strip() and "runs_started" not in stmt:
             c.execute(stmt)
     c.execute("INSERT INTO schema_version VALUES (1)")

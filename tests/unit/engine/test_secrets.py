@@ -110,7 +110,7 @@ def test_derived_values_follow_templates_made_from_secrets():
 
 
 def test_clean_keeps_names_and_host_keyed_stats():
-    from fleetops.engine.results import clean, clean_per_host
+    from fleetops.engine.clean import clean, clean_per_host
 
     doc = {"admin": "admin", "x": {"admin_user": "admin"}}
     assert clean(doc, {"admin"}) == {"admin": MASK, "x": {"admin_user": MASK}}
