@@ -70,7 +70,7 @@ def read_known_hosts(path: str, name: str) -> tuple[list[tuple[str, bytes]], lis
     except FileNotFoundError:
         return known, revoked
     except OSError as e:
-        raise Unreachable(f"cannot read known_hosts {path}: {e.strerror or e}")
+        raise Unreachable(f"cannot read known_hosts {path}: {e.strerror or e}") from e
     for marker, hosts, ktype, blob in entries:
         if marker == "@revoked":
             revoked.append(blob)

@@ -22,8 +22,9 @@ def connection_params(inventory, hostname: str, ssh_config_path: str | None = No
     """Resolve how to reach a host: -e > fleetops_* vars > ansible_* vars > ssh_config > defaults.
 
     As in Ansible, `-e ansible_host=...` (or port, user, key file) changes where fleetops
-    connects, and a play's or task's `remote_user` applies only where no user variable is set. `render` templates a templated value (the caller passes its Jinja2 renderer
-    over `template_vars`); without it a templated connection variable is BadInput.
+    connects, and a play's or task's `remote_user` applies only where no user variable is set.
+    `render` templates a templated value (the caller passes its Jinja2 renderer over
+    `template_vars`); without it a templated connection variable is BadInput.
     """
     variables = inventory.get_vars(hostname)
     origins = inventory.var_origins(hostname)

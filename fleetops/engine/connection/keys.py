@@ -65,8 +65,8 @@ def _load_private_key(path: str):
         return paramiko.PKey.from_path(path)
     except TypeError as e:          # cryptography's "password-protected" on some versions
         if "password" in str(e).lower():
-            raise paramiko.PasswordRequiredException(f"private key {path} is encrypted")
-        raise paramiko.SSHException(str(e))
+            raise paramiko.PasswordRequiredException(f"private key {path} is encrypted") from e
+        raise paramiko.SSHException(str(e)) from e
 
 
 def check_private_key(path: str) -> None:
@@ -88,6 +88,6 @@ def check_private_key(path: str) -> None:
             agent.close()
         if not keys:
             raise BadInput(f"private key {path} is encrypted and no ssh-agent is available; "
-                           f"load it with ssh-add, or use an unencrypted key")
+                           f"load it with ssh-add, or use an unencrypted key") from None
     except (paramiko.SSHException, ValueError, OSError) as e:
-        raise BadInput(f"private key {path} cannot be read: {e}")
+        raise BadInput(f"private key {path} cannot be read: {e}") from e

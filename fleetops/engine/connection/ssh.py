@@ -100,7 +100,7 @@ class SSHTransport(Transport):
                 raise
             except Exception as e:                      # pragma: no cover - safety net
                 self.close()
-                raise Unreachable(f"{self.where}: {type(e).__name__}: {e}")
+                raise Unreachable(f"{self.where}: {type(e).__name__}: {e}") from e
 
     def _connect(self) -> None:
         p = self.params
@@ -127,13 +127,15 @@ class SSHTransport(Transport):
             msg = str(e)
             if "banner" in msg.lower():
                 raise Unreachable(f"{self.where}: no SSH banner within {timeout:g}s (not an SSH server, "
-                                  f"or it is overloaded)")
+                                  f"or it is overloaded)") from e
             if known_types and ("host key" in msg.lower() or "incompatible" in msg.lower()):
                 raise Unreachable(f"{self.where}: host offers no host key of the type known_hosts has "
-                                  f"for {self.host_key_name} ({', '.join(known_types)}); refusing to connect")
-            raise Unreachable(f"{self.where}: SSH handshake failed: {msg}")
+                                  f"for {self.host_key_name} ({', '.join(known_types)}); refusing to "
+                                  f"connect") from e
+            raise Unreachable(f"{self.where}: SSH handshake failed: {msg}") from e
         except (EOFError, OSError) as e:
-            raise Unreachable(f"{self.where}: connection closed during SSH handshake ({e or type(e).__name__})")
+            raise Unreachable(f"{self.where}: connection closed during SSH handshake "
+                              f"({e or type(e).__name__})") from e
         if t.host_key is None:
             raise Unreachable(f"{self.where}: SSH handshake did not complete within {2 * timeout + 5:g}s")
         verify_host_key(t.host_key, self.host_key_name, known, revoked, self.known_hosts_path,
@@ -151,13 +153,13 @@ class SSHTransport(Transport):
         try:
             sock = socket.create_connection((p.address, int(p.port)), timeout=timeout)
         except socket.gaierror as e:
-            raise Unreachable(f"{self.where}: cannot resolve {p.address}: {e.strerror or e}")
+            raise Unreachable(f"{self.where}: cannot resolve {p.address}: {e.strerror or e}") from e
         except ConnectionRefusedError:
-            raise Unreachable(f"{self.where}: connection refused")
+            raise Unreachable(f"{self.where}: connection refused") from None
         except (socket.timeout, TimeoutError):
-            raise Unreachable(f"{self.where}: TCP connect timed out after {timeout:g}s")
+            raise Unreachable(f"{self.where}: TCP connect timed out after {timeout:g}s") from None
         except OSError as e:
-            raise Unreachable(f"{self.where}: {e.strerror or e}")
+            raise Unreachable(f"{self.where}: {e.strerror or e}") from e
         # No Nagle: a payload's stdin line and the EOF after it are two small packets, and
         # Nagle holds the second until the host's delayed ACK (~40 ms per call). OpenSSH's
         # client disables it for the same reason.
@@ -175,7 +177,7 @@ class SSHTransport(Transport):
         try:
             sock = paramiko.ProxyCommand(cmd)
         except (paramiko.SSHException, OSError) as e:
-            raise Unreachable(f"{self.where}: ProxyCommand {cmd!r} failed to start: {e}")
+            raise Unreachable(f"{self.where}: ProxyCommand {cmd!r} failed to start: {e}") from e
         sock.settimeout(timeout)
         return sock
 
@@ -184,7 +186,8 @@ class SSHTransport(Transport):
         try:
             juser, jhost, jport = parse_jump(p.proxy_jump)
         except ValueError:
-            raise Unreachable(f"{self.where}: bad ProxyJump {p.proxy_jump!r} (want [user@]host[:port])")
+            raise Unreachable(f"{self.where}: bad ProxyJump {p.proxy_jump!r} "
+                              f"(want [user@]host[:port])") from None
         jp = ConnParams(name=jhost, address=jhost, port=jport, user=juser, key_file=p.key_file,
                         known_hosts=p.known_hosts, accept_new_host_keys=p.accept_new_host_keys,
                         connect_timeout=p.connect_timeout, keepalive=p.keepalive)
@@ -192,13 +195,13 @@ class SSHTransport(Transport):
         try:
             self._jump.connect()
         except Unreachable as e:
-            raise Unreachable(f"{self.where}: jump host failed: {e}")
+            raise Unreachable(f"{self.where}: jump host failed: {e}") from e
         try:
             return self._jump._t.open_channel("direct-tcpip", (p.address, int(p.port)),
                                               ("127.0.0.1", 0), timeout=timeout)
         except (paramiko.SSHException, EOFError, OSError) as e:
             raise Unreachable(f"{self.where}: jump host {jp.address}:{jp.port} could not open a "
-                              f"tunnel: {e}")
+                              f"tunnel: {e}") from e
 
     def _candidate_keys(self):
         """(label, PKey) in order: key_file, else agent keys, else ~/.ssh default keys."""
@@ -220,7 +223,7 @@ class SSHTransport(Transport):
                         yield f"agent key for {path}", k
                 return
             except (paramiko.SSHException, ValueError, OSError) as e:
-                raise Unreachable(f"{self.where}: cannot load private key {path}: {e}")
+                raise Unreachable(f"{self.where}: cannot load private key {path}: {e}") from e
         if not p.extra.get("identities_only"):        # IdentitiesOnly: the identity files, no agent
             for i, k in enumerate(self._agent_keys()):
                 yield f"agent key {i + 1}", k
@@ -248,7 +251,7 @@ class SSHTransport(Transport):
             except paramiko.AuthenticationException:
                 continue
             except (paramiko.SSHException, EOFError, OSError) as e:
-                raise Unreachable(f"{self.where}: connection lost during authentication as {user}: {e}")
+                raise Unreachable(f"{self.where}: connection lost during authentication as {user}: {e}") from e
             if t.is_authenticated():
                 return
         raise Unreachable(f"{self.where}: authentication failed for user {user} (publickey; tried "
@@ -275,7 +278,7 @@ class SSHTransport(Transport):
                 chan = t.open_session(timeout=float(self.params.connect_timeout))
                 chan.exec_command(command)
             except (paramiko.SSHException, EOFError, OSError) as e:
-                raise self._lost(e)
+                raise self._lost(e) from e
             try:
                 return self._collect(t, chan, stdin, timeout, max_output or MAX_STREAM)
             finally:
@@ -293,7 +296,7 @@ class SSHTransport(Transport):
                 chan = t.open_session(timeout=float(self.params.connect_timeout))
                 chan.exec_command(command)
             except (paramiko.SSHException, EOFError, OSError) as e:
-                raise self._lost(e)
+                raise self._lost(e) from e
             return chan
 
     def _collect(self, t, chan, stdin, timeout, limit: int = MAX_STREAM) -> CommandResult:
@@ -372,12 +375,12 @@ class SSHTransport(Transport):
             try:
                 sftp = paramiko.SFTPClient.from_transport(t)
             except (paramiko.SSHException, EOFError, OSError) as e:
-                raise self._lost(e)
+                raise self._lost(e) from e
             try:
                 sftp.get(remote_path, tmp)
                 os.replace(tmp, local_path)
             except (paramiko.SSHException, EOFError) as e:
-                raise self._lost(e)
+                raise self._lost(e) from e
             finally:
                 sftp.close()
                 if os.path.exists(tmp):

@@ -238,7 +238,8 @@ _VERSION_OPS = {
 
 
 def _t_version(value, version, operator="eq", strict=None, version_type=None):
-    """Compare dotted integer versions: `x is version('3.34', '>=')` (3.34 == 3.34.0)."""
+    """Compare dotted integer versions: `x is version('3.34', '>=')` (3.34 == 3.34.0). `strict` and
+    `version_type` are accepted, as ansible-core's test takes them; the comparison stays this one."""
     if operator not in _VERSION_OPS:
         raise TemplateError(f"template error: version: unknown operator {operator!r}")
     return _VERSION_OPS[operator](_version_tuple(value), _version_tuple(version))
