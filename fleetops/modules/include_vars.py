@@ -8,7 +8,7 @@ import glob
 import os
 import re
 
-from fleetops.engine.validate import load_vars_file
+from fleetops.engine.varsfile import load_vars_file
 from fleetops.errors import BadInput
 from fleetops.modules.base import Arg, Module, TaskContext, result
 
