@@ -23,6 +23,7 @@ PAYLOADS = {
     "cron": "host.cron",
     "systemd_user": "host.systemd_user",
     "sqlite_version": "sqlite.version",
+    "salvage": "hermes.salvage",
     "hermes_audit": "hermes.audit",
     "hermes_backup": "hermes.backup",
     "hermes_hostlock": "hermes.hostlock",

@@ -24,6 +24,7 @@ import pytest
 from fleetops.remote.sqlite import salvage as engine
 from fleetops.remote.hermes.salvage_rules import RULES
 from fleetops.remote.sqlite.salvage import fts as fts_stage
+from fleetops.remote.sqlite.salvage import verify as verify_stage
 
 FTS = ("messages_fts", "messages_fts_trigram")
 SMALL = dict(sessions=6, messages_per_session=(10, 30), seed=5)
@@ -345,8 +346,8 @@ def test_output_and_report_renames_are_made_durable(small_hermes, tmp_path, monk
         real_rename(src, dst)
 
     monkeypatch.setattr(os, "rename", rename)
-    monkeypatch.setattr(engine, "fsync_file", lambda p: events.append(("fsync_file", os.path.basename(p))))
-    monkeypatch.setattr(engine, "fsync_dir", lambda p: events.append(("fsync_dir", p)))
+    monkeypatch.setattr(verify_stage, "fsync_file", lambda p: events.append(("fsync_file", os.path.basename(p))))
+    monkeypatch.setattr(verify_stage, "fsync_dir", lambda p: events.append(("fsync_dir", p)))
     report = str(tmp_path / "report.json")
     rep, out = _salvage(small_hermes, tmp_path, report_path=report)
     assert rep["verdict"] == "complete"

@@ -3,7 +3,6 @@ complete salvage: NUL runs from a zeroed overflow page, an overflow chain longer
 payload, storage classes the column's affinity would have converted."""
 import json
 
-from fleetops.remote.sqlite import salvage as engine
 from fleetops.remote.sqlite.salvage import model
 from tests.unit.remote.sqlite.test_salvage_corpus import out_rows
 
