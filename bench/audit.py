@@ -2,7 +2,7 @@
 """Audit benchmark: `fleetops audit` on N lab hosts, each holding a healthy realistic
 state.db, beside the same checks run through ansible-core's `script` module.
 
-The ansible probe is the very same audit payload (fleetops/remote/hermes_audit.py and
+The ansible probe is the very same audit payload (fleetops/remote/hermes/audit.py and
 what it imports), embedded in one self-contained Python script, so both tools run
 identical checks on identical files; only the transport and orchestration differ.
 Same hosts, same known_hosts (strict), the same parallelism for both (--forks, default one

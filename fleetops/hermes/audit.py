@@ -1,6 +1,6 @@
 """Controller side of the audit: the `hermes_audit` module, the fleet table, and stored figures.
 
-The host does the measuring (fleetops/remote/hermes_audit.py, one round trip); this file
+The host does the measuring (fleetops/remote/hermes/audit.py, one round trip); this file
 turns per-host results into one table, worst first, and keeps per run/host/profile
 figures in runs.db so `fleetops report --audit` can show trends across runs.
 """

@@ -1,7 +1,7 @@
 """Controller side of the repair (issue 5): one thin module per host step.
 
 Each module declares its arguments (validated before any host is contacted), calls its host
-payload (fleetops/remote/hermes_*.py, one round trip) with the right action, passes check
+payload (fleetops/remote/hermes/*.py, one round trip) with the right action, passes check
 mode through, and keeps what the step produced on the host -- snapshot and quarantine
 manifests, the repair report, the stop record (without environment values), swap and verify
 results -- in the run's results folder, `<results>/<run-id>/<host>/hermes/<profile>/`, so a
@@ -44,9 +44,9 @@ def _save(ctx: TaskContext, profile: str, name: str, data) -> str | None:
 
 
 class _Step(Module):
-    """Shared arguments and the payload call; subclasses set `payload`, `action`, `own_args`."""
+    """Shared arguments and the payload call (the payload named after the module); subclasses set
+    `action`, `args`."""
 
-    payload_name = ""
     action: str | None = None
     common = {
         "profile": Arg(str, default="default"),
@@ -72,7 +72,7 @@ class _Step(Module):
         return out
 
     def call(self, ctx: TaskContext, args: dict, pargs: dict | None = None, name: str | None = None) -> dict:
-        res = ctx.payload(name or self.payload_name, pargs if pargs is not None else self.pargs(ctx, args),
+        res = ctx.payload(name or self.name, pargs if pargs is not None else self.pargs(ctx, args),
                           timeout=args.get("timeout"))
         if not isinstance(res, dict):
             return result(failed=True, msg=f"{self.name}: payload returned {type(res).__name__}")
@@ -92,7 +92,6 @@ class HermesSnapshot(_Step):
     (before anything is stopped) when free space is short."""
 
     name = "hermes_snapshot"
-    payload_name = "hermes_snapshot"
     args = _args(min_free_factor=Arg(NUM, default=None), dest=Arg(str, default=None), label=Arg(str, default=None))
 
     def run(self, ctx, args):
@@ -108,8 +107,6 @@ class HermesStopWriters(_Step):
     refuses, stopping nothing, when a holder is not Hermes."""
 
     name = "hermes_stop_writers"
-    payload_name = "hermes_writers"
-    action = "stop"
     args = _args(quiet_window=Arg(NUM, default=None), deadline=Arg(NUM, default=None), grace=Arg(NUM, default=None),
                  force=Arg(BOOL, default=None), systemd=Arg(str, default=None), hermes_bin=Arg(str, default=None),
                  restart_on_failure=Arg(BOOL, default=None), fence=Arg(BOOL, default=None),
@@ -132,8 +129,6 @@ class HermesStartWriters(_Step):
     """Restart what hermes_stop_writers recorded, gateway first, and wait until it holds state.db."""
 
     name = "hermes_start_writers"
-    payload_name = "hermes_writers"
-    action = "start"
     args = _args(wait_timeout=Arg(NUM, default=None), systemd=Arg(str, default=None))
 
     def run(self, ctx, args):
@@ -148,8 +143,6 @@ class HermesQuarantine(_Step):
     """Copy the three-file image aside (~/.hermes/fleetops/quarantine/<ts>/) with a sha256 manifest."""
 
     name = "hermes_quarantine"
-    payload_name = "hermes_swap"
-    action = "quarantine"
     args = _args(force=Arg(BOOL, default=None))
 
     def run(self, ctx, args):
@@ -163,7 +156,6 @@ class HermesRepair(_Step):
     on refusal nothing is swapped and what was running is restarted on the original file."""
 
     name = "hermes_repair"
-    payload_name = "hermes_repair"
     args = _args(quarantine_dir=Arg(str, default=None), max_loss_rows=Arg((int, str), default=None),
                  fts=Arg(str, default=None, choices=("rebuild", "leave-to-hermes")),
                  schema_from=Arg(str, default=None), restart_on_refusal=Arg(BOOL, default=None))
@@ -191,7 +183,6 @@ class HermesSwap(_Step):
     recorded as stopped by an earlier run (they must be restarted)."""
 
     name = "hermes_swap"
-    payload_name = "hermes_swap"
     action = "swap"
     args = _args(action=Arg(str, default="swap", choices=("swap", "recover")), new_db=Arg(str, default=None),
                  expect_sha256=Arg(str, default=None), quarantine_dir=Arg(str, default=None),
@@ -203,7 +194,7 @@ class HermesSwap(_Step):
         if args.get("action") == "recover":
             w = self.call(ctx, args, {"action": "start", "profile": pargs.get("profile") or "default",
                                       "hermes_home": pargs.get("hermes_home"), "run_id": pargs["run_id"],
-                                      "_check": True}, name="hermes_writers")
+                                      "_check": True}, name="hermes_start_writers")
             # refused (a swap still pending, only in check mode) counts as "stopped": fail safe
             res["writers_stopped"] = bool(w.get("recorded") or w.get("refused"))
             res["writers_record"] = w.get("record_status")
@@ -221,7 +212,6 @@ class HermesVerify(_Step):
     real `hermes sessions stats` where hermes is installed."""
 
     name = "hermes_verify"
-    payload_name = "hermes_verify"
     args = _args(expect_counts=Arg(dict, default=None), count_mode=Arg(str, default=None,
                                                                         choices=("at_least", "exact")),
                  hermes_bin=Arg(str, default=None), hermes_env=Arg(dict, default=None),
@@ -240,8 +230,6 @@ class HermesRollback(_Step):
     """Put the quarantined original back exactly (sha256 checked); what is there now is moved aside."""
 
     name = "hermes_rollback"
-    payload_name = "hermes_swap"
-    action = "rollback"
     args = _args(quarantine_dir=Arg(str, default=None), force=Arg(BOOL, default=None))
 
     def run(self, ctx, args):
@@ -276,7 +264,7 @@ class HermesHostlock(Module):
         p = {k: args.get(k) for k in ("hermes_home", "ttl", "wait") if args.get(k) not in (None, "")}
         p.update(kw)
         p["_check"] = ctx.check
-        return ctx.payload("hostlock", p, timeout=args.get("timeout"))
+        return ctx.payload("hermes_hostlock", p, timeout=args.get("timeout"))
 
     def _live_runs(self, ctx) -> set | None:
         """Run ids holding the engine's run lock on this host account; None when that cannot be told."""

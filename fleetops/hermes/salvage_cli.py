@@ -20,14 +20,15 @@ def _get(args, name, default=None):
 
 def salvage(args) -> int:
     """Run salvage from parsed CLI arguments (argparse Namespace or dict); returns the exit code."""
-    from fleetops.remote.sqlite import salvage as engine  # heavy; only `fleetops salvage` needs it
+    from fleetops.remote.hermes import salvage_rules    # heavy; only `fleetops salvage` needs them
+    from fleetops.remote.sqlite import salvage as engine
     try:
         report = engine.salvage(
             _get(args, "source"), _get(args, "output"),
             fts=_get(args, "fts") or "rebuild",
             schema_from=_get(args, "schema_from"),
             quarantine_freelist=bool(_get(args, "quarantine_freelist", False)),
-            report_path=_get(args, "report"))
+            report_path=_get(args, "report"), rules=salvage_rules.RULES)
     except (engine.SalvageInputError, engine.SalvageError) as e:
         bad_input = isinstance(e, engine.SalvageInputError)
         if _get(args, "json"):

@@ -1,6 +1,6 @@
 """`copy`: put content (inline or a controller file) on the host, atomically and idempotently.
 
-All host work is one `files` payload call: the payload compares by sha256,
+All host work is one `copy` payload call: the payload compares by sha256,
 writes through a temp file + rename and reports changed/diff, so a second run
 with the same input reports changed=false and touches nothing.
 """
@@ -32,12 +32,12 @@ def find_source(ctx: TaskContext, src: str, subdir: str) -> str | None:
     return None
 
 
-def put_content(ctx: TaskContext, args: dict, content: bytes, basename: str | None) -> dict:
-    """One payload round trip that makes `dest` hold `content` with the wanted attributes."""
+def put_content(ctx: TaskContext, args: dict, content: bytes, basename: str | None, payload: str = "copy") -> dict:
+    """One round trip of the `payload` (copy or template) that makes `dest` hold `content` with the
+    wanted attributes."""
     if len(content) > MAX_CONTENT:
         return result(failed=True, msg=f"content is {len(content)} bytes; copy handles up to {MAX_CONTENT}")
     pargs = {
-        "action": "copy",
         "dest": args["dest"],
         "content_b64": base64.b64encode(content).decode("ascii"),
         "basename": basename,
@@ -48,7 +48,7 @@ def put_content(ctx: TaskContext, args: dict, content: bytes, basename: str | No
         "_check": ctx.check,
         "_diff": ctx.diff,
     }
-    res = ctx.payload("files", pargs)
+    res = ctx.payload(payload, pargs)
     if not ctx.diff:
         res.pop("diff", None)
     return res

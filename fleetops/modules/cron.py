@@ -1,6 +1,6 @@
 """`cron`: one entry of the remote user's crontab, kept idempotently by a marker comment.
 
-All host work is one `crontab` payload call: it reads `crontab -l`, sets or removes
+All host work is one `cron` payload call: it reads `crontab -l`, sets or removes
 the line after `# fleetops: NAME`, writes only when something differs, and returns a
 unified diff under --diff. Other lines of the user's crontab are never touched.
 """
@@ -34,7 +34,7 @@ class Cron(Module):
             if args.get(k) is not None:
                 pargs[k] = str(args[k])
         pargs.update(_check=ctx.check, _diff=ctx.diff)
-        res = ctx.payload("crontab", pargs)
+        res = ctx.payload("cron", pargs)
         if not ctx.diff:
             res.pop("diff", None)
         return res

@@ -48,8 +48,8 @@ class Fetch(Module):
         tmp = f"{local}.fetching"
         try:
             if become_user(ctx) or src.startswith("~"):
-                # SFTP cannot sudo and does not expand ~: read it with the files payload instead
-                res = ctx.payload("files", {"action": "slurp", "src": src})
+                # SFTP cannot sudo and does not expand ~: read it with the fetch payload instead
+                res = ctx.payload("fetch", {"src": src})
                 if res.get("failed"):
                     if res.get("missing"):
                         raise FileNotFoundError(src)

@@ -17,8 +17,8 @@ class File(Module):
 
     def run(self, ctx: TaskContext, args: dict) -> dict:
         pargs = {k: args.get(k) for k in ("path", "state", "mode", "owner", "group", "force")}
-        pargs.update(action="file", _check=ctx.check, _diff=ctx.diff)
-        res = ctx.payload("files", pargs)
+        pargs.update(_check=ctx.check, _diff=ctx.diff)
+        res = ctx.payload("file", pargs)
         if not ctx.diff:
             res.pop("diff", None)
         return res

@@ -37,4 +37,4 @@ class Template(Module):
         name = os.path.basename(path)
         if name.endswith(".j2"):
             name = name[:-3]
-        return put_content(ctx, args, rendered.encode("utf-8"), name)
+        return put_content(ctx, args, rendered.encode("utf-8"), name, payload="template")

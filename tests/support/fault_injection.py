@@ -17,7 +17,7 @@ SWAP_INTERRUPT_EXIT = 75   # what the cut payload exits with: no result, as if k
 
 
 def swap_cut_source(k: int) -> str:
-    """Python appended to hermes_swap's source: its journalled renames stop dead (os._exit) after
+    """Python appended to hermes/image_swap's source: its journalled renames stop dead (os._exit) after
     the k-th (k=0: after the journal is written, before the first), as a power cut would."""
     return f'''
 
@@ -74,9 +74,9 @@ def main(argv: list) -> None:
 
     def bundle(module, _root=None):
         mods = real(module, root)
-        if cut is not None and module == "hermes_swap":
+        if cut is not None and module in ("hermes_quarantine", "hermes_swap", "hermes_rollback"):
             mods = dict(mods)
-            mods["fleetops.remote.hermes.swap"] += swap_cut_source(cut)
+            mods["fleetops.remote.hermes.image_swap"] += swap_cut_source(cut)
         return mods
     payload.bundle_sources = bundle
     sys.argv = ["fleetops", *argv]

@@ -296,12 +296,15 @@ def args_for(root, **kw):
     return a
 
 
-def run_payload_subprocess(module, args, user=None, timeout=600, inject=""):
+def run_payload_subprocess(module, args, user=None, timeout=600, inject="", inject_into=None):
     """main(args) of fleetops.remote.<module> (a dotted path) in a fresh python3 (optionally as another user);
-    `inject` is test source run in the module's namespace first (tests/support/fault_injection.py)."""
+    `inject` is test source run first in the namespace of module `inject_into` (default `module`;
+    tests/support/fault_injection.py)."""
     import json
-    code = ("import importlib,json,sys; m = importlib.import_module('fleetops.remote.%s'); exec(sys.argv[2], m.__dict__); "
-            "r = m.main(json.loads(sys.argv[1])); print('RESULT ' + json.dumps(r, default=repr))" % module)
+    code = ("import importlib,json,sys; m = importlib.import_module('fleetops.remote.%s'); "
+            "exec(sys.argv[2], importlib.import_module('fleetops.remote.%s').__dict__); "
+            "r = m.main(json.loads(sys.argv[1])); print('RESULT ' + json.dumps(r, default=repr))"
+            % (module, inject_into or module))
     cmd = [sys.executable, "-c", code, json.dumps(args), inject]
     if user:
         cmd = ["runuser", "-u", user, "--"] + cmd

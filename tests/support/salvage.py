@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from fleetops.remote.sqlite import salvage as engine
+from fleetops.remote.hermes.salvage_rules import RULES
 
 
 def sha_files(path):
@@ -66,7 +67,7 @@ def salvaged_of(pristine_of, tmp_path_factory):
             out.parent.mkdir(parents=True)
             rep = err = None
             try:
-                rep = engine.salvage(d.path, str(out), schema_from=d.schema_from,
+                rep = engine.salvage(d.path, str(out), schema_from=d.schema_from, rules=RULES,
                                      report_path=str(out) + ".report.json", **kw)
             except engine.SalvageInputError as e:
                 err = e

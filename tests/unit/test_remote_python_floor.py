@@ -70,7 +70,7 @@ def test_payloads_really_run_under_python38(tmp_path):
     assert [d["verdict"] for d in r["databases"]] == ["healthy"], r["databases"]
 
     out = tmp_path / "salvaged.db"
-    r = run_payload(t, "sqlite.salvage", {"source": str(home / "state.db"), "output": str(out)})
+    r = run_payload(t, "salvage", {"source": str(home / "state.db"), "output": str(out)})
     assert r["failed"] is False and r["report"]["verdict"] == "complete", r.get("msg")
     assert out.exists()
 

@@ -22,7 +22,7 @@ python3, or a home that cannot be flock'ed, as on some NFS mounts) is refused wi
 nothing is run there rather than run unserialised.
 
 This lock is per run and per account. The Hermes repair flow additionally keeps a
-lease in ~/.hermes/fleetops/lock (fleetops/remote/hostlock.py) across its steps.
+lease in ~/.hermes/fleetops/lock (fleetops/remote/host/hostlock.py) across its steps.
 """
 from __future__ import annotations
 

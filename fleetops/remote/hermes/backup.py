@@ -226,7 +226,7 @@ class Lock:
                 except OSError:
                     pass
                 raise JobError(RC_LOCKED, "another backup run holds %s%s; not starting a second one"
-                               % (self.path, " (%s)" % holder if holder else ""))
+                               % (self.path, " (%s)" % holder if holder else "")) from None
             raise
         os.ftruncate(fd, 0)
         os.write(fd, ("pid %d on %s since %s\n" % (os.getpid(), socket.gethostname(), iso(utc_now()))).encode())
@@ -250,13 +250,13 @@ def copy_database(db, tmp, log, profile, step_pages=None, progress=None):
     try:
         src = sqlite3.connect(ro_uri(db), uri=True, timeout=5.0, isolation_level=None)
     except sqlite3.Error as exc:
-        raise JobError(RC_FAILED, "cannot open %s read-only: %s" % (db, exc))
+        raise JobError(RC_FAILED, "cannot open %s read-only: %s" % (db, exc)) from exc
     dst = None
     try:
         try:
             mode, page_size = _source_facts(src)
         except sqlite3.Error as exc:
-            raise JobError(RC_FAILED, "cannot read %s: %s" % (db, exc))
+            raise JobError(RC_FAILED, "cannot read %s: %s" % (db, exc)) from exc
         dst = sqlite3.connect(tmp, isolation_level=None)
         state = {"total": None, "restarts": 0, "last_remaining": None}
 
@@ -290,10 +290,10 @@ def copy_database(db, tmp, log, profile, step_pages=None, progress=None):
                     state["last_remaining"] = None
                     src.backup(dst, pages=-1, progress=on_step, sleep=0)
         except sqlite3.Error as exc:
-            raise JobError(RC_FAILED, "backup API copy of %s failed: %s" % (db, exc))
+            raise JobError(RC_FAILED, "backup API copy of %s failed: %s" % (db, exc)) from exc
         except _TooManyRestarts:
             raise JobError(RC_FAILED, "backup API copy of %s kept restarting: the source changed under "
-                                      "a snapshot that should have been held" % db)
+                                      "a snapshot that should have been held" % db) from None
         total = state["total"]
         if total is None:       # an empty database finishes without a progress call
             total = dst.execute("PRAGMA page_count").fetchone()[0]

@@ -20,7 +20,7 @@ import signal
 import time
 
 from fleetops.remote.hermes import holders as hermes_holders
-from fleetops.remote.hermes import snapshot as fs
+from fleetops.remote.hermes import steplib
 from fleetops.remote.sqlite import fence as sqlite_fence
 
 DEFAULT_TTL = 3600.0
@@ -32,7 +32,7 @@ def record_path(loc):
 
 def keepers(loc):
     """The live keepers of this profile's fence (dead ones, from an earlier run, are left out)."""
-    rec = fs.read_json(record_path(loc)) or {}
+    rec = steplib.read_json(record_path(loc)) or {}
     return [k for k in rec.get("keepers") or [] if sqlite_fence.alive(k)]
 
 
@@ -61,18 +61,18 @@ def holding(loc, path=None):
 
 
 def _save(loc, ks, anchor=None, seen=None):
-    fs.makedirs_private(os.path.dirname(record_path(loc)))
-    old = fs.read_json(record_path(loc)) or {}
-    fs.write_json(record_path(loc), {"version": 1, "profile": loc["profile"], "db": loc["db"],
+    steplib.makedirs_private(os.path.dirname(record_path(loc)))
+    old = steplib.read_json(record_path(loc)) or {}
+    steplib.write_json(record_path(loc), {"version": 1, "profile": loc["profile"], "db": loc["db"],
                                      "anchor": anchor or old.get("anchor"), "keepers": ks,
                                      "seen": old.get("seen") or [] if seen is None else seen,
-                                     "updated_at": fs.iso()})
+                                     "updated_at": steplib.iso()})
 
 
 def note(loc, holders, step):
     """Record processes that came back while the fence was being taken or held (respawns): every
     step that sees one adds it, so the swap can report them all, with PIDs."""
-    rec = fs.read_json(record_path(loc)) or {}
+    rec = steplib.read_json(record_path(loc)) or {}
     seen = rec.get("seen") or []
     known = set(x["pid"] for x in seen)
     new = [{"pid": h["pid"], "kind": h.get("kind"), "cmdline": h.get("cmdline"), "step": step}
@@ -83,7 +83,7 @@ def note(loc, holders, step):
 
 
 def seen(loc):
-    return (fs.read_json(record_path(loc)) or {}).get("seen") or []
+    return (steplib.read_json(record_path(loc)) or {}).get("seen") or []
 
 
 def start(loc, path, ttl=DEFAULT_TTL, wait=60.0, anchor=None):
@@ -96,7 +96,7 @@ def start(loc, path, ttl=DEFAULT_TTL, wait=60.0, anchor=None):
 
 def adopt(loc, keeper, info, role):
     """Record a keeper that now holds its lock (with the others of this profile)."""
-    info = dict(info, role=role, since=fs.iso(info.get("since")))
+    info = dict(info, role=role, since=steplib.iso(info.get("since")))
     ks = [k for k in keepers(loc) if k["pid"] != info["pid"]] + [info]
     _save(loc, ks, getattr(keeper, "anchor", None), seen=[] if role == "db" else None)  # "db": a new fence
     return info
@@ -111,7 +111,7 @@ def fence_file(loc, path, role, ttl=DEFAULT_TTL, wait=30.0):
 
 def release(loc):
     """End every keeper of this profile and wait until they are gone; the PIDs released."""
-    rec = fs.read_json(record_path(loc)) or {}
+    rec = steplib.read_json(record_path(loc)) or {}
     ks = rec.get("keepers") or []
     if not ks:
         return []

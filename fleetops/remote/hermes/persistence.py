@@ -19,7 +19,6 @@ safety argument is in `write_probe`'s docstring and the README).
 Stdlib only, Python 3.8+.
 """
 import datetime
-import glob
 import json
 import os
 import re

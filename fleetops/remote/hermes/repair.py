@@ -18,9 +18,9 @@ import time
 import traceback
 
 from fleetops.remote.hermes import audit as hermes_audit
-from fleetops.remote.hermes import snapshot as fs
-from fleetops.remote.hermes import swap as hermes_swap
+from fleetops.remote.hermes import image_swap, salvage_rules, steplib
 from fleetops.remote.hermes import writers as hermes_writers
+from fleetops.remote.host.durable import sha256_file
 from fleetops.remote.sqlite import salvage as salvage_mod
 
 PATHS = {"healthy": "none", "fts_index_damage": "fts_rebuild", "index_damage": "salvage",
@@ -49,12 +49,12 @@ def _audit_summary(rec):
 
 def base_counts(db):
     """{table: count(*) NOT INDEXED} for every ordinary table (FTS tables and their shadows excluded)."""
-    conn = sqlite3.connect("file:%s?mode=ro" % fs.uri_path(db), uri=True)
+    conn = sqlite3.connect("file:%s?mode=ro" % steplib.uri_path(db), uri=True)
     try:
         objs = conn.execute("SELECT name, sql FROM sqlite_master WHERE type='table'").fetchall()
         fts = [n for n, sql in objs if sql and "VIRTUAL TABLE" in sql.upper()]
         out = {}
-        for n, sql in objs:
+        for n, _sql in objs:
             if n.startswith("sqlite_") or n in fts or any(n == f + s for f in fts for s in FTS_SHADOW):
                 continue
             out[n] = conn.execute("SELECT count(*) FROM %s NOT INDEXED" % _q(n)).fetchone()[0]
@@ -65,9 +65,9 @@ def base_counts(db):
 
 def copy_image(qdir, man, dest_dir):
     """Copy the quarantined image (copy/) into dest_dir, checking each sha256 against the manifest."""
-    fs.makedirs_private(dest_dir)
+    steplib.makedirs_private(dest_dir)
     for name, rec in man["files"].items():
-        sha = fs.copy_private(os.path.join(man["copy_dir"], name), os.path.join(dest_dir, name))
+        sha = steplib.copy_private(os.path.join(man["copy_dir"], name), os.path.join(dest_dir, name))
         if sha != rec["sha256"]:
             raise RuntimeError("quarantined %s does not match its manifest (sha256 %s != %s)"
                                % (name, sha, rec["sha256"]))
@@ -83,11 +83,11 @@ def fts_rebuild(image_db, work, out_path):
     indexed exactly as Hermes indexes it, and no damaged FTS page is ever read. Rowids are kept.
     """
     d = os.path.join(work, "fts-copy")
-    fs.makedirs_private(d)
+    steplib.makedirs_private(d)
     copy = os.path.join(d, "state.db")
-    for s in fs.SIDECARS:
+    for s in steplib.SIDECARS:
         if os.path.exists(image_db + s):
-            fs.copy_private(image_db + s, copy + s)
+            steplib.copy_private(image_db + s, copy + s)
     c = sqlite3.connect(copy)
     try:
         c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
@@ -111,9 +111,9 @@ def fts_rebuild(image_db, work, out_path):
         tables = [(n, sql) for t, n, _, sql in objs
                   if t == "table" and n not in fts and n not in shadow and not n.startswith("sqlite_")]
         out.execute("BEGIN")
-        for n, sql in tables:
+        for _n, sql in tables:
             out.execute(sql)
-        for t, n, _, sql in objs:
+        for _t, n, _, sql in objs:
             if n in fts:
                 out.execute(sql)
                 try:
@@ -124,7 +124,7 @@ def fts_rebuild(image_db, work, out_path):
                 if src_cfg is not None:
                     ddl = out.execute("SELECT k, v FROM main.%s" % _q(n + "_config")).fetchall()
                     salvage_mod.put_fts_config(out, n, src_cfg, ddl)
-        for t, n, _, sql in objs:
+        for t, _n, _, sql in objs:
             if t == "trigger":
                 out.execute(sql)
         for n, _ in tables:
@@ -141,7 +141,7 @@ def fts_rebuild(image_db, work, out_path):
                 out.execute("SELECT 1 FROM main.sqlite_master WHERE name='sqlite_sequence'").fetchone():
             out.execute("DELETE FROM main.sqlite_sequence")
             out.execute("INSERT INTO main.sqlite_sequence(name, seq) SELECT name, seq FROM src.sqlite_sequence")
-        for t, n, _, sql in objs:
+        for t, _n, _, sql in objs:
             if t in ("index", "view"):
                 out.execute(sql)
         for pragma in ("user_version", "application_id"):
@@ -168,7 +168,7 @@ def fts_rebuild(image_db, work, out_path):
 def _fail(loc, args, msg, report, restart=True):
     """No swap: restart what was running on the original file, fail the host with the reason."""
     out = {"changed": False, "failed": True, "skipped": False, "swap": False, "msg": msg, "report": report}
-    if restart and fs.truthy(args.get("restart_on_refusal", True)):
+    if restart and steplib.truthy(args.get("restart_on_refusal", True)):
         st = hermes_writers.start(loc, args)
         out["restart"] = st
         out["msg"] = "%s; not swapped; restarted what was running on the original file: %s" % (msg, st["msg"])
@@ -177,19 +177,19 @@ def _fail(loc, args, msg, report, restart=True):
 
 def repair(loc, args):
     started = time.time()
-    max_loss = int(fs.num(args.get("max_loss_rows"), 0, int))
-    qdir = args.get("quarantine_dir") or hermes_swap.latest_quarantine(loc)
+    max_loss = int(steplib.num(args.get("max_loss_rows"), 0, int))
+    qdir = args.get("quarantine_dir") or image_swap.latest_quarantine(loc)
     if not qdir:
         return {"changed": False, "failed": True, "skipped": False,
                 "msg": "no quarantine for profile %s: run hermes_quarantine first" % loc["profile"]}
-    man = hermes_swap._load_manifest(qdir)
-    leftovers = fs.set_aside_incomplete(os.path.join(loc["fleetops"], "work"), "repair-report.json")
+    man = image_swap._load_manifest(qdir)
+    leftovers = steplib.set_aside_incomplete(os.path.join(loc["fleetops"], "work"), "repair-report.json")
     work = os.path.join(loc["fleetops"], "work", os.path.basename(qdir))
     if os.path.exists(work):
-        work = "%s.%s" % (work, fs.utc_ts())
-    fs.makedirs_private(work)
+        work = "%s.%s" % (work, steplib.utc_ts())
+    steplib.makedirs_private(work)
     report = {"kind": "fleetops-repair", "version": 1, "profile": loc["profile"], "db": loc["db"],
-              "quarantine_dir": qdir, "work_dir": work, "started_at": fs.iso(), "max_loss_rows": max_loss,
+              "quarantine_dir": qdir, "work_dir": work, "started_at": steplib.iso(), "max_loss_rows": max_loss,
               "source_files": man["files"], "leftovers": leftovers}
     image = copy_image(qdir, man, os.path.join(work, "image"))
     arec = audit_file(image, loc["profile"])
@@ -209,7 +209,7 @@ def repair(loc, args):
                 "verdict": verdict, "new_db": None, "expect_counts": report["expect_counts"],
                 "report": report, "msg": "%s is healthy: nothing to repair (no swap)" % loc["db"]}
     out_dir = os.path.join(work, "new")
-    fs.makedirs_private(out_dir)
+    steplib.makedirs_private(out_dir)
     new_db = os.path.join(out_dir, "state.db")
     loss = 0
     if path == "fts_rebuild":
@@ -226,14 +226,15 @@ def repair(loc, args):
         except (sqlite3.Error, RuntimeError, OSError) as exc:
             report["fts_rebuild_failed"] = "%s: %s" % (type(exc).__name__, exc)
             path = report["path"] = "salvage"
-            for s in fs.SIDECARS:
+            for s in steplib.SIDECARS:
                 if os.path.exists(new_db + s):
                     os.rename(new_db + s, os.path.join(work, "fts-rebuild-rejected.db" + s))
     if path == "salvage":
         fts_mode = args.get("fts") or "rebuild"
         try:
             rep = salvage_mod.salvage(image, new_db, fts=fts_mode, schema_from=args.get("schema_from"),
-                                      report_path=os.path.join(work, "salvage-report.json"))
+                                      report_path=os.path.join(work, "salvage-report.json"),
+                                      rules=salvage_rules.RULES)
         except Exception as exc:  # noqa: BLE001 - becomes the host's failure reason
             report["result"] = "failed"
             report["salvage_error"] = "%s: %s" % (type(exc).__name__, exc)
@@ -256,7 +257,7 @@ def repair(loc, args):
     report["output_audit"] = _audit_summary(chk)
     report["loss_rows"] = loss
     report["new_db"] = new_db
-    report["new_sha256"] = fs.sha256_file(new_db)
+    report["new_sha256"] = sha256_file(new_db)
     report["expect_counts"] = base_counts(new_db)
     report["elapsed_s"] = round(time.time() - started, 3)
     if chk.get("verdict") != "healthy":
@@ -284,9 +285,9 @@ def repair(loc, args):
 
 
 def _save_report(loc, work, report):
-    fs.write_json(os.path.join(work, "repair-report.json"), report)
-    fs.makedirs_private(os.path.join(loc["fleetops"], "state"))
-    fs.write_json(os.path.join(loc["fleetops"], "state", "%s-repair.json" % loc["profile"]), report)
+    steplib.write_json(os.path.join(work, "repair-report.json"), report)
+    steplib.makedirs_private(os.path.join(loc["fleetops"], "state"))
+    steplib.write_json(os.path.join(loc["fleetops"], "state", "%s-repair.json" % loc["profile"]), report)
 
 
 def main(args):
@@ -294,10 +295,10 @@ def main(args):
     restart_on_refusal?, run_id?, _check?}."""
     args = args or {}
     try:
-        loc = fs.locate(args)
+        loc = steplib.locate(args)
     except ValueError as exc:
         return {"changed": False, "failed": True, "skipped": False, "msg": str(exc)}
-    if fs.truthy(args.get("_check")):
+    if steplib.truthy(args.get("_check")):
         if not os.path.exists(loc["db"]):
             return {"changed": False, "failed": True, "skipped": False, "msg": "no state.db at %s" % loc["db"]}
         rec = hermes_audit.audit_db({"profile": loc["profile"], "home": None, "db": loc["db"]},
@@ -309,13 +310,13 @@ def main(args):
         return {"changed": False, "failed": False, "skipped": False, "verdict": rec.get("verdict"), "path": path,
                 "msg": "check mode: %s is %s now; the repair would take path %s on its quarantined image" % (
                     loc["db"], rec.get("verdict"), path)}
-    if hermes_swap.pending(loc):
+    if image_swap.pending(loc):
         return {"changed": False, "failed": True, "skipped": False, "refused": True,
                 "msg": "an interrupted swap is pending: run hermes_swap (action recover) first"}
-    lk, refused = fs.lock_or_refusal(loc, args, "hermes_repair")
+    lk, refused = steplib.lock_or_refusal(loc, args, "hermes_repair")
     if refused:
         return refused
-    fs.exit_with_connection()
+    steplib.exit_with_connection()
     try:
         return repair(loc, args)
     except Exception as exc:  # noqa: BLE001 - a payload answers

@@ -24,7 +24,7 @@ import subprocess
 import time
 
 from fleetops.remote.hermes import holders as hermes_holders
-from fleetops.remote.hermes import snapshot as fs
+from fleetops.remote.hermes import steplib
 from fleetops.remote.hermes import writers as hermes_writers
 
 PROBE_KEY = "fleetops_verify_probe"
@@ -106,7 +106,7 @@ def read_checks(db, expect_counts=None, count_mode="at_least", timeout=30.0):
         return out
     try:
         c.execute("BEGIN")
-        out["quick_check"] = fs.quick_check(c)
+        out["quick_check"] = steplib.quick_check(c)
         for t, want in sorted((expect_counts or {}).items()):
             try:
                 got = c.execute("SELECT count(*) FROM %s NOT INDEXED" % _q(t)).fetchone()[0]
@@ -268,7 +268,7 @@ def hermes_stats(hermes_bin, home, extra_env=None, timeout=180.0):
 def verify(loc, args):
     started = time.time()
     db = loc["db"]
-    timeout = fs.num(args.get("busy_timeout"), 30.0)
+    timeout = steplib.num(args.get("busy_timeout"), 30.0)
     checks = {}
     problems = []
     checks["write_probe"] = write_probe(db, timeout)
@@ -288,7 +288,7 @@ def verify(loc, args):
     if not cmd:
         checks["hermes_sessions_stats"] = {"ok": None, "note": where + ": skipped"}
         return problems, checks, round(time.time() - started, 3)
-    htimeout = fs.num(args.get("hermes_timeout"), 180.0)
+    htimeout = steplib.num(args.get("hermes_timeout"), 180.0)
     st = hermes_stats(cmd, loc["home"], args.get("hermes_env"), htimeout)
     checks["hermes_sessions_stats"] = st
     if not st["ok"]:
@@ -313,14 +313,14 @@ def main(args):
     hermes_env?, busy_timeout?, run_id?, _check?}."""
     args = args or {}
     try:
-        loc = fs.locate(args)
+        loc = steplib.locate(args)
     except ValueError as exc:
         return {"changed": False, "failed": True, "skipped": False, "msg": str(exc)}
-    if fs.truthy(args.get("_check")):
+    if steplib.truthy(args.get("_check")):
         return {"changed": False, "failed": False, "skipped": False,
                 "msg": "check mode: would verify %s (write probe in state_meta, quick_check, counts, FTS, "
                        "hermes sessions stats)" % loc["db"]}
-    lk, refused = fs.lock_or_refusal(loc, args, "hermes_verify")
+    lk, refused = steplib.lock_or_refusal(loc, args, "hermes_verify")
     if refused:
         return refused
     try:

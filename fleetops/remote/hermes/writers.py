@@ -1,4 +1,4 @@
-"""hermes_stop_writers / hermes_start_writers: every process holding a profile's state.db, stopped and restarted.
+"""Every process holding a profile's state.db, stopped and restarted (stop_writers, start_writers).
 
 Why so thorough (field report 02): the repair refused for hours because four processes held
 the file, one not managed by systemd at all; `systemctl stop` was not enough; and the
@@ -18,20 +18,18 @@ Out of scope: the program that respawns a desktop backend (the Desktop app, over
 not restarted by us, it comes back by itself. The recorded environment is the process's full
 environment (the gateway may need API keys from it): the file is 0600 in a 0700 directory,
 and results only list the variable names.
-Stdlib only, Python 3.8+; main(args) with args["action"] = "stop" (default) or "start".
+Stdlib only, Python 3.8+; run(args, action) is what the two payloads call.
 """
 import json
 import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 from fleetops.remote.hermes import fence as hermes_fence
 from fleetops.remote.hermes import holders as hermes_holders
-from fleetops.remote.hermes import snapshot as fs
-from fleetops.remote.hermes import swap as hermes_swap
+from fleetops.remote.hermes import image_swap, steplib
 from fleetops.remote.sqlite import fence as sqlite_fence
 
 HERMES_KINDS = hermes_holders.HERMES_KINDS
@@ -52,12 +50,12 @@ def record_path(loc):
 def _opts(args):
     o = {}
     for k, v in DEFAULTS.items():
-        o[k] = fs.num(args.get(k), v)
-    o["force"] = fs.truthy(args.get("force"))
-    o["fence"] = fs.truthy(args.get("fence", True))
+        o[k] = steplib.num(args.get(k), v)
+    o["force"] = steplib.truthy(args.get("force"))
+    o["fence"] = steplib.truthy(args.get("fence", True))
     o["systemd"] = str(args.get("systemd", "auto")).lower()
     o["hermes_bin"] = args.get("hermes_bin") or None
-    o["restart_on_failure"] = fs.truthy(args.get("restart_on_failure", True))
+    o["restart_on_failure"] = steplib.truthy(args.get("restart_on_failure", True))
     return o
 
 
@@ -202,13 +200,13 @@ def gateway_unit_name(profile):
 # ---------------------------------------------------------------- the record
 
 def load_record(loc):
-    return fs.read_json(record_path(loc))
+    return steplib.read_json(record_path(loc))
 
 
 def _save(loc, rec):
-    fs.makedirs_private(os.path.dirname(record_path(loc)))
-    rec["updated_at"] = fs.iso()
-    fs.write_json(record_path(loc), rec)
+    steplib.makedirs_private(os.path.dirname(record_path(loc)))
+    rec["updated_at"] = steplib.iso()
+    steplib.write_json(record_path(loc), rec)
 
 
 def _public(facts):
@@ -298,7 +296,7 @@ def _merge_record(loc, plan):
     """The writers record; a previous run's record that was never restarted is kept, not replaced."""
     old = load_record(loc)
     rec = {"version": 1, "profile": loc["profile"], "db": loc["db"], "home": loc["home"],
-           "created_at": fs.iso(), "status": "stopping", "units": [], "gateway": None,
+           "created_at": steplib.iso(), "status": "stopping", "units": [], "gateway": None,
            "processes": [], "stopped": [], "respawns": [], "runs": 0}
     if old and old.get("status") in ("stopping", "stopped", "restart_failed"):
         rec.update(old)
@@ -323,7 +321,7 @@ def stop(loc, args):
     """Stop every writer of loc's state.db; the payload result (module contract)."""
     opts = _opts(args)
     db = loc["db"]
-    if opts["fence"] and not fs.truthy(args.get("_check")) and hermes_fence.keepers(loc) and \
+    if opts["fence"] and not steplib.truthy(args.get("_check")) and hermes_fence.keepers(loc) and \
             not hermes_fence.holding(loc):
         hermes_fence.release(loc)  # an earlier fence of this run, over a file no longer in place
     scan = hermes_holders.scan_policy(db, loc.get("holder_scan") or "strict", exclude_pids=hermes_fence.pids(loc))
@@ -350,7 +348,7 @@ def stop(loc, args):
                "gateway": plan["gateway"] and {"pid": plan["gateway"]["pid"], "argv": plan["gateway"]["argv"]},
                "gateway_stop": plan["gateway_stop"],
                "signal": [{"pid": p["pid"], "kind": p["kind"]} for p in plan["processes"]]}
-    if fs.truthy(args.get("_check")):
+    if steplib.truthy(args.get("_check")):
         n = len(scan["holders"])
         return {"changed": False, "failed": False, "skipped": False, "plan": summary,
                 "holders": scan["holders"],
@@ -385,7 +383,7 @@ def stop(loc, args):
     rec["respawns"] = (rec.get("respawns") or []) + res["respawns"]
     if res["ok"]:
         rec["status"] = "stopped"
-        rec["stopped_at"] = fs.iso()
+        rec["stopped_at"] = steplib.iso()
         _save(loc, rec)
         n_r = len(res["respawns"])
         fence = res.get("fence")
@@ -563,7 +561,7 @@ def _converge(loc, opts, scan0, stopped, log, rec, plan):
 
 def spawn_detached(argv, cwd, env, log_path):
     """Run argv in its own session (setsid), reparented to init, output appended to log_path; its PID."""
-    fs.makedirs_private(os.path.dirname(log_path))
+    steplib.makedirs_private(os.path.dirname(log_path))
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     os.close(fd)
     r, w = os.pipe()
@@ -642,7 +640,7 @@ def start(loc, args):
     """Restart what stop recorded, gateway first; wait until it holds the database again."""
     opts = _opts(args)
     rec = load_record(loc)
-    pend = hermes_swap.pending(loc)
+    pend = image_swap.pending(loc)
     if pend and pend.get("db") == loc["db"] and rec and rec.get("status") in ("stopping", "stopped", "restart_failed"):
         return {"changed": False, "failed": True, "skipped": False, "refused": True,
                 "msg": "an interrupted %s of %s is pending (journal %s): starting writers now would put "
@@ -650,7 +648,7 @@ def start(loc, args):
                        % (pend["kind"], loc["db"], pend["id"])}
     # no swap pending, so the file in place is the one to run on: a fence still up (the no-swap
     # path; the swap lifts it itself once the old file's holders are gone) is lifted first
-    fence = [] if fs.truthy(args.get("_check")) or (pend and pend.get("db") == loc["db"]) else hermes_fence.keepers(loc)
+    fence = [] if steplib.truthy(args.get("_check")) or (pend and pend.get("db") == loc["db"]) else hermes_fence.keepers(loc)
     if not rec or rec.get("status") not in ("stopping", "stopped", "restart_failed"):
         released = hermes_fence.release(loc) if fence else []
         return {"changed": bool(released), "failed": False, "skipped": False, "started": [], "recorded": False,
@@ -660,7 +658,7 @@ def start(loc, args):
     units = rec.get("units") or []
     gw = rec.get("gateway")
     procs = [p for p in rec.get("processes") or [] if p.get("restart")]
-    if fs.truthy(args.get("_check")):
+    if steplib.truthy(args.get("_check")):
         return {"changed": False, "failed": False, "skipped": False, "recorded": True,
                 "record_status": rec.get("status"),
                 "msg": "check mode: would start units %s, gateway %s, %d other process(es)" % (
@@ -718,7 +716,7 @@ def start(loc, args):
         except OSError as exc:
             errors.append("cannot start %s %s: %s" % (p["kind"], " ".join(argv), exc))
     rec["status"] = "restart_failed" if errors else "restarted"
-    rec["restarted_at"] = fs.iso()
+    rec["restarted_at"] = steplib.iso()
     rec["started"] = started
     rec["start_errors"] = errors
     _save(loc, rec)
@@ -737,20 +735,17 @@ def start(loc, args):
                 for s in started) or "nothing", note)}
 
 
-def main(args):
-    """Payload: {action: stop|start, hermes_home?, profile?, quiet_window?, deadline?, grace?, force?,
-    hermes_bin?, systemd?, wait_timeout?, run_id?, _check?}."""
+def run(args, action):
+    """One writers step (stop or start) under the host lock; the payloads stop_writers and
+    start_writers call it."""
     args = args or {}
-    action = args.get("action") or "stop"
     try:
-        loc = fs.locate(args)
+        loc = steplib.locate(args)
     except ValueError as exc:
         return {"changed": False, "failed": True, "skipped": False, "msg": str(exc)}
-    if action not in ("stop", "start"):
-        return {"changed": False, "failed": True, "skipped": False, "msg": "unknown action %r" % action}
-    if fs.truthy(args.get("_check")):
+    if steplib.truthy(args.get("_check")):
         return stop(loc, args) if action == "stop" else start(loc, args)
-    lk, refused = fs.lock_or_refusal(loc, args, "hermes_%s_writers" % action)
+    lk, refused = steplib.lock_or_refusal(loc, args, "hermes_%s_writers" % action)
     if refused:
         return refused
     try:

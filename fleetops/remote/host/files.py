@@ -1,4 +1,4 @@
-"""Host-side file work for `copy`, `template`, `file` (and `fetch` under become).
+"""Host-side file work: the library of the copy, template, file and fetch payloads.
 
 One payload call per task: the controller sends the wanted state, this decides
 what differs (content by sha256, mode, owner, group), changes it, and says so.
@@ -33,18 +33,11 @@ class Fail(Exception):
     """A problem the operator can fix: becomes {failed: true, msg}."""
 
 
-def main(args):
-    action = args.get("action")
-    check = bool(args.get("_check"))
-    want_diff = bool(args.get("_diff"))
+def run(args, step):
+    """One file step (copy, file_state or slurp: step(args, check, want_diff)) as a payload
+    result; the payloads copy, template, file and fetch call it."""
     try:
-        if action == "copy":
-            return copy(args, check, want_diff)
-        if action == "file":
-            return file_state(args, check, want_diff)
-        if action == "slurp":
-            return slurp(args)
-        raise Fail("unknown files action %r" % (action,))
+        return step(args, bool(args.get("_check")), bool(args.get("_diff")))
     except Fail as e:
         return _result(failed=True, msg=str(e))
     except OSError as e:
@@ -88,7 +81,7 @@ def _uid(owner):
     try:
         return pwd.getpwnam(str(owner)).pw_uid
     except KeyError:
-        raise Fail("no such user: %s" % owner)
+        raise Fail("no such user: %s" % owner) from None
 
 
 def _gid(group):
@@ -101,7 +94,7 @@ def _gid(group):
     try:
         return grp.getgrnam(str(group)).gr_gid
     except KeyError:
-        raise Fail("no such group: %s" % group)
+        raise Fail("no such group: %s" % group) from None
 
 
 def _attr_changes(st, mode, uid, gid):
@@ -199,7 +192,7 @@ def copy(args, check, want_diff):
     try:
         content = base64.b64decode(args.get("content_b64") or "")
     except (ValueError, TypeError):
-        raise Fail("content is not valid base64")
+        raise Fail("content is not valid base64") from None
     mode = parse_mode(args.get("mode"))
     uid, gid = _uid(args.get("owner")), _gid(args.get("group"))
 
@@ -382,7 +375,7 @@ def file_state(args, check, want_diff):
     return out
 
 
-def slurp(args):
+def slurp(args, check=False, want_diff=False):
     """The bytes of one host file (for `fetch` under become, where SFTP cannot sudo)."""
     path = os.path.expanduser(str(args.get("src") or ""))
     try:

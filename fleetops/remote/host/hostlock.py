@@ -6,8 +6,9 @@ Two layers, because each payload is its own short-lived process:
 - a lease written into the file (run id, expiry): between the payloads of one run (stop,
   quarantine, repair, swap, start), a second run with another id is refused until the
   first releases the lease or it expires. A payload without a run id only takes the flock.
-Generic (knows nothing of Hermes). Stdlib only, Python 3.8+; `main(args)` is a payload
-(action acquire / release / status) so a playbook can hold the lease across all its steps.
+Generic: the caller says where the lock file is. Stdlib only, Python 3.8+; `lease(args, path)`
+is a payload step (action acquire / release / status), so a playbook can hold the lease across
+all its steps.
 """
 import errno
 import fcntl
@@ -26,12 +27,6 @@ class Locked(Exception):
     def __init__(self, msg, holder=None):
         Exception.__init__(self, msg)
         self.holder = holder or {}
-
-
-def default_path(hermes_home=None):
-    root = os.path.abspath(os.path.expanduser(hermes_home)) if hermes_home else \
-        os.path.expanduser(os.path.join("~", ".hermes"))
-    return os.path.join(root, "fleetops", "lock")
 
 
 def _mkdirs(path):
@@ -125,7 +120,7 @@ def _flock(path, wait):
             if time.monotonic() >= deadline:
                 rec = _read(fd)
                 os.close(fd)
-                raise Locked("%s; wait for it to finish and re-run" % _describe(rec, path), rec)
+                raise Locked("%s; wait for it to finish and re-run" % _describe(rec, path), rec) from None
             time.sleep(0.1)
 
 
@@ -192,11 +187,11 @@ def status(path):
     return {"held": held, "lease": rec or None}
 
 
-def main(args):
-    """Payload: {action: acquire|release|status, run_id, path? | hermes_home?, ttl?, wait?, _check?}."""
+def lease(args, path):
+    """The lease in lock file `path` as a payload step: args {action: acquire|release|status,
+    run_id, ttl?, wait?, purpose?, _check?}."""
     args = args or {}
     action = args.get("action") or "status"
-    path = args.get("path") or default_path(args.get("hermes_home"))
     run_id = args.get("run_id")
     if action == "status" or args.get("_check"):
         st = status(path)

@@ -787,7 +787,7 @@ class SQLiteFile(object):
         out = []
         w = self.walk_btree(1)
         for pgno in w.leaves:
-            for c, vals in self.leaf_records(pgno):
+            for _c, vals in self.leaf_records(pgno):
                 if vals is None or len(vals) < 5:
                     continue
                 t, name, tbl, root, sql = vals[:5]

@@ -119,6 +119,41 @@ def test_siblings_are_shipped_and_imported_from_memory(conn, tmp_path):
 
 
 @pytest.mark.lab
+def test_sub_packages_are_shipped_with_their_init(conn, tmp_path):
+    """A payload in a sub-package carries its package's __init__ and every sub-package module it
+    imports (absolute or relative, one or two levels up), and nothing else."""
+    (tmp_path / "__init__.py").write_text("PAYLOADS = {}\n")
+    for pkg, init in (("app", "INIT = 'app'\n"), ("lib", "")):
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text(init)
+    (tmp_path / "app" / "entry.py").write_text(
+        "from . import helper\nfrom ..lib.deep import D\nfrom fleetops.remote import app\n"
+        "def main(args):\n    return {'v': helper.H + D, 'init': app.INIT, 'pkg': __package__}\n")
+    (tmp_path / "app" / "helper.py").write_text("from fleetops.remote.lib import shallow\nH = shallow.S\n")
+    (tmp_path / "app" / "unused.py").write_text("raise SystemExit('must not be shipped')\n")
+    (tmp_path / "lib" / "shallow.py").write_text("S = 40\n")
+    (tmp_path / "lib" / "deep.py").write_text("D = 2\n")
+    mods = bundle_sources("app.entry", root=str(tmp_path))
+    assert sorted(mods) == ["fleetops.remote", "fleetops.remote.app", "fleetops.remote.app.entry",
+                            "fleetops.remote.app.helper", "fleetops.remote.lib", "fleetops.remote.lib.deep",
+                            "fleetops.remote.lib.shallow"]
+    r = run_modules(conn, mods, "fleetops.remote.app.entry", {})
+    assert r["failed"] is False and (r["v"], r["init"], r["pkg"]) == (42, "app", "fleetops.remote.app"), r
+
+
+def test_payloads_are_found_by_registered_name_or_dotted_path():
+    """Every registered name resolves to a module with main(); a dotted path is a name too."""
+    import fleetops.remote
+    for name, dotted in fleetops.remote.PAYLOADS.items():
+        assert payload_mod.resolve(name) == dotted, name
+        assert payload_mod.resolve(dotted) == dotted
+        assert "def main(" in bundle_sources(name)[f"fleetops.remote.{dotted}"], name
+    assert payload_mod.resolve("sqlite.salvage") == "sqlite.salvage"   # a package
+    for bad in ("no_such_payload", "../x", "host..ping", "", "host.durable.x"):
+        assert payload_mod.resolve(bad) is None, bad
+
+
+@pytest.mark.lab
 def test_nothing_is_written_on_the_host(lab, conn):
     home = lab.hosts[0]["home"]
 

@@ -56,7 +56,7 @@ def test_templated_underscore_arguments_are_refused_at_run_time():
     calls = []
     ctx = TaskContext(host="h", transport=None, variables={}, check=True, diff=False, host_dir="/nonexistent",
                       payload=lambda *a, **k: calls.append(a) or {}, project_dir=".")
-    res = Python().run(ctx, {"payload": "files", "args": {"_check": False, "action": "stat"}})
+    res = Python().run(ctx, {"payload": "file", "args": {"_check": False, "action": "stat"}})
     assert res["failed"] and "'_check'" in res["msg"] and calls == []
 
 

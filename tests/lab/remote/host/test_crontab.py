@@ -32,7 +32,7 @@ def crontab_l(t) -> str | None:
 
 def cron(t, **args):
     args.setdefault("name", "hermes-backup")
-    res = run_payload(t, "crontab", args)
+    res = run_payload(t, "cron", args)
     assert "failed" in res
     return res
 

@@ -19,7 +19,11 @@ import pytest
 
 from fleetops.remote.hermes import fence as hermes_fence
 from fleetops.remote.hermes import holders as hermes_holders
+from fleetops.remote.hermes import quarantine as hermes_quarantine
 from fleetops.remote.hermes import repair as hermes_repair
+from fleetops.remote.hermes import start_writers as hermes_start_writers
+from fleetops.remote.hermes import steplib
+from fleetops.remote.hermes import stop_writers as hermes_stop_writers
 from fleetops.remote.hermes import swap as hermes_swap
 from fleetops.remote.hermes import verify as hermes_verify
 from fleetops.remote.hermes import writers as hermes_writers
@@ -120,19 +124,19 @@ def seeded_home(tmp_path, std_image, case="fts_pages_overwritten"):
 
 def run_chain(root, a, before_swap=None, hermes=HERMES):
     """stop, quarantine, repair, swap, start, verify: the payloads in the play's order."""
-    out = {"stop": hermes_writers.main(dict(a, action="stop", **FAST))}
+    out = {"stop": hermes_stop_writers.main(dict(a, action="stop", **FAST))}
     assert not out["stop"]["failed"], out["stop"]["msg"]
-    out["fenced_during_stop"] = hermes_fence.holding(dict(hermes_swap.fs.locate(a)))
-    out["quarantine"] = q = hermes_swap.main(dict(a, action="quarantine"))
+    out["fenced_during_stop"] = hermes_fence.holding(dict(steplib.locate(a)))
+    out["quarantine"] = q = hermes_quarantine.main(dict(a, action="quarantine"))
     assert not q["failed"], q["msg"]
     out["repair"] = rep = hermes_repair.main(a)
     assert not rep["failed"] and rep["swap"], rep["msg"]
     if before_swap:
         out["before_swap"] = before_swap(out)
-    out["fenced_before_swap"] = hermes_fence.holding(dict(hermes_swap.fs.locate(a)))
+    out["fenced_before_swap"] = hermes_fence.holding(dict(steplib.locate(a)))
     out["swap"] = sw = hermes_swap.main(dict(a, action="swap", new_db=rep["new_db"], expect_sha256=rep["new_sha256"]))
     assert not sw["failed"], sw["msg"]
-    out["start"] = st = hermes_writers.main(dict(a, action="start", wait_timeout=180))
+    out["start"] = st = hermes_start_writers.main(dict(a, action="start", wait_timeout=180))
     assert not st["failed"], st["msg"]
     env = dict(build.HERMES_ENV)
     out["verify"] = ver = hermes_verify.main(dict(a, expect_counts=rep["expect_counts"], hermes_bin=str(hermes),
@@ -173,7 +177,7 @@ def assert_repair_won(db, out, app, wlog, gw):
     assert out["fenced_before_swap"]["pid"] == stop["fence"]["pid"]
     assert not sqlite_fence.alive(stop["fence"])
     assert sqlite_fence.lock_owner(str(db)) in {h["pid"] for h in holders(db)} | {0}  # Hermes' own locks only
-    assert hermes_fence.keepers(hermes_swap.fs.locate(args_for(db.parent))) == []
+    assert hermes_fence.keepers(steplib.locate(args_for(db.parent))) == []
     # respawns reported with their PIDs: caught by the stop, found fenced by the swap, or stopped
     # after it because they held the old file; the app really did bring each of them back
     assert stop["respawn_count"] == len(stop["respawn_pids"])
@@ -199,7 +203,7 @@ def assert_repair_won(db, out, app, wlog, gw):
     man = out["quarantine"]["manifest"]
     out_dir = Path(sw["swap"]["swapped_out_dir"])
     for n, f in man["files"].items():
-        assert hermes_swap.fs.sha256_file(str(out_dir / n)) == f["sha256"], n
+        assert steplib.sha256_file(str(out_dir / n)) == f["sha256"], n
 
     # after the swap a respawned backend holds the new file and writes to it
     new_ino = os.stat(db).st_ino
@@ -275,14 +279,14 @@ def test_no_swap_path_lifts_the_fence_and_backends_go_on_with_the_original(home,
     db = home / "state.db"
     app = start_desktop_app(procs, db, backends=1, delay=(0.5, 1.0))
     a = args_for(home, run_id="run-noswap")
-    stop = hermes_writers.main(dict(a, action="stop", **FAST))
+    stop = hermes_stop_writers.main(dict(a, action="stop", **FAST))
     assert not stop["failed"] and stop["fence"], stop["msg"]
     ino = os.stat(db).st_ino
-    q = hermes_swap.main(dict(a, action="quarantine"))
+    q = hermes_quarantine.main(dict(a, action="quarantine"))
     assert not q["failed"], q["msg"]
     rep = hermes_repair.main(dict(a, restart_on_refusal=False))
     assert not rep["failed"] and not rep["swap"], rep["msg"]
-    st = hermes_writers.main(dict(a, action="start"))
+    st = hermes_start_writers.main(dict(a, action="start"))
     assert not st["failed"] and st["fence_released"] == [stop["fence"]["pid"]], st
     # the keeper's locks are gone; a backend respawned since may hold SQLite's own for a moment
     assert not sqlite_fence.alive(stop["fence"]) and sqlite_fence.lock_owner(str(db)) != stop["fence"]["pid"]
@@ -295,16 +299,16 @@ def test_no_swap_path_lifts_the_fence_and_backends_go_on_with_the_original(home,
 def test_quarantine_refuses_a_foreign_holder_even_under_the_fence(home, procs):
     db = home / "state.db"
     a = args_for(home, run_id="run-foreign")
-    stop = hermes_writers.main(dict(a, action="stop", **FAST))
+    stop = hermes_stop_writers.main(dict(a, action="stop", **FAST))
     assert not stop["failed"] and stop["fence"], stop["msg"]
     try:
         reader = procs.add(subprocess.Popen([sys.executable, "-c", "import sys,time; f=open(sys.argv[1],'rb'); "
                                              "time.sleep(600)", str(db)], start_new_session=True))
         wait_for(lambda: holders(db), 30, "the reader to hold state.db")
-        q = hermes_swap.main(dict(a, action="quarantine"))
+        q = hermes_quarantine.main(dict(a, action="quarantine"))
         assert q["failed"] and "PID %d" % reader.pid in q["msg"], q["msg"]
     finally:
-        hermes_writers.main(dict(a, action="start"))
+        hermes_start_writers.main(dict(a, action="start"))
     assert sqlite_fence.lock_owner(str(db)) == 0
 
 
@@ -327,7 +331,7 @@ def test_a_holder_in_a_systemd_unit_is_stopped_through_its_manager(home, procs, 
                         lambda p: ("user", "hermes-desktop.service") if p in desk.spawned() else None)
     monkeypatch.setattr(hermes_writers, "user_manager", lambda opts: True)
     monkeypatch.setattr(hermes_writers, "unit_active", lambda scope, name: False)
-    r = hermes_writers.main(args_for(home, action="stop", run_id="run-unit", **FAST))
+    r = hermes_stop_writers.main(args_for(home, action="stop", run_id="run-unit", **FAST))
     try:
         assert not r["failed"], r["msg"]
         assert ("user", "stop", "hermes-desktop.service") in calls
@@ -336,4 +340,4 @@ def test_a_holder_in_a_systemd_unit_is_stopped_through_its_manager(home, procs, 
         assert [u["name"] for u in rec["units"]] == ["hermes-desktop.service"]
     finally:
         monkeypatch.undo()
-        hermes_fence.release(hermes_swap.fs.locate(args_for(home)))
+        hermes_fence.release(steplib.locate(args_for(home)))

@@ -9,11 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from fleetops.remote.hermes import quarantine as hermes_quarantine
 from fleetops.remote.hermes import repair as hermes_repair
+from fleetops.remote.hermes import rollback as hermes_rollback
 from fleetops.remote.hermes import snapshot as hermes_snapshot
+from fleetops.remote.hermes import start_writers as hermes_start_writers
+from fleetops.remote.hermes import stop_writers as hermes_stop_writers
 from fleetops.remote.hermes import swap as hermes_swap
 from fleetops.remote.hermes import verify as hermes_verify
-from fleetops.remote.hermes import writers as hermes_writers
 from fleetops.remote.sqlite import salvage as salvage_mod
 from tests.support import hermes_matrix
 from tests.corpus import build, damage
@@ -42,7 +45,7 @@ def seeded(tmp_path, std_image, case):
 
 
 def quarantine(root):
-    q = hermes_swap.main(args_for(root, action="quarantine"))
+    q = hermes_quarantine.main(args_for(root, action="quarantine"))
     assert not q["failed"], q["msg"]
     return q
 
@@ -157,16 +160,16 @@ def test_whole_chain_on_a_live_home_then_rollback(tmp_path, std_image, procs):
 
     snap = hermes_snapshot.main(a)
     assert not snap["failed"], snap["msg"]
-    stop = hermes_writers.main(dict(a, action="stop", **FAST))
+    stop = hermes_stop_writers.main(dict(a, action="stop", **FAST))
     assert not stop["failed"], stop["msg"]
     assert holders(db) == []
-    q = hermes_swap.main(dict(a, action="quarantine"))
+    q = hermes_quarantine.main(dict(a, action="quarantine"))
     assert not q["failed"], q["msg"]
     rep = hermes_repair.main(a)
     assert not rep["failed"] and rep["swap"], rep["msg"]
     sw = hermes_swap.main(dict(a, action="swap", new_db=rep["new_db"], expect_sha256=rep["new_sha256"]))
     assert not sw["failed"], sw["msg"]
-    st = hermes_writers.main(dict(a, action="start", wait_timeout=180))
+    st = hermes_start_writers.main(dict(a, action="start", wait_timeout=180))
     for s in st.get("started", []):
         procs.add_pid(s.get("pid"))
     assert not st["failed"], st["msg"]
@@ -187,9 +190,9 @@ def test_whole_chain_on_a_live_home_then_rollback(tmp_path, std_image, procs):
     assert (Path(snap["snapshot_dir"]) / "manifest.json").exists()
 
     # rollback: writers stopped again, the damaged original back exactly, the repaired file kept aside
-    stop2 = hermes_writers.main(dict(a, action="stop", **FAST))
+    stop2 = hermes_stop_writers.main(dict(a, action="stop", **FAST))
     assert not stop2["failed"], stop2["msg"]
-    rb = hermes_swap.main(dict(a, action="rollback"))
+    rb = hermes_rollback.main(dict(a, action="rollback"))
     assert not rb["failed"], rb["msg"]
     for n, f in files.items():
         assert sha(root / n) == f["sha256"]

@@ -5,7 +5,7 @@ import os
 import sqlite3
 
 from fleetops.remote.hermes import snapshot as hermes_snapshot
-from fleetops.remote.hermes import swap as hermes_swap
+from fleetops.remote.hermes import quarantine as hermes_quarantine
 
 
 def _sha(p):
@@ -24,7 +24,7 @@ def test_state_db_symlinked_outside_the_home_is_refused(tmp_path):
     os.symlink(real, home / "state.db")
     before = (_sha(real), sorted(os.listdir(outside)), sorted(os.listdir(home)))
 
-    for step, extra in ((hermes_snapshot, {}), (hermes_swap, {"action": "quarantine"})):
+    for step, extra in ((hermes_snapshot, {}), (hermes_quarantine, {"action": "quarantine"})):
         res = step.main(dict({"hermes_home": str(home)}, **extra))
         assert res["failed"] and "symlink" in res["msg"] and str(real) in res["msg"], res
         assert "allow_symlink" in res["msg"]

@@ -12,7 +12,7 @@ from tests.support.paths import REPO
 
 REPO = str(REPO)
 CHILD = ("import sys, time; sys.path.insert(0, sys.argv[1]);"
-         "from fleetops.remote.hermes import snapshot as s;"
+         "from fleetops.remote.hermes import steplib as s;"
          "armed = s.exit_with_connection(interval=0.05);"
          "print('armed' if armed else 'not armed', flush=True); time.sleep(60)")
 

@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from fleetops.remote.hermes import image_swap, steplib
+from fleetops.remote.hermes import quarantine as hermes_quarantine
+from fleetops.remote.hermes import rollback as hermes_rollback
+from fleetops.remote.hermes import start_writers as hermes_start_writers
 from fleetops.remote.hermes import swap as hermes_swap
-from fleetops.remote.hermes import writers as hermes_writers
 from tests.corpus import build
 from tests.support.fault_injection import SWAP_INTERRUPT_EXIT, swap_cut_source
 
@@ -53,7 +56,7 @@ def make_new_db(tmp_path, src_db):
 
 
 def quarantine(root):
-    r = hermes_swap.main(args_for(root, action="quarantine"))
+    r = hermes_quarantine.main(args_for(root, action="quarantine"))
     assert not r["failed"], r["msg"]
     return r["quarantine_dir"], r["manifest"]
 
@@ -89,13 +92,13 @@ def test_quarantine_swap_rollback_round_trip(wal_home, tmp_path):
     j = json.loads((wal_home / "fleetops" / "state" / "swap-journal.json").read_text())
     assert j["status"] == "done"
 
-    r = hermes_swap.main(args_for(wal_home, action="rollback", quarantine_dir=qdir))
+    r = hermes_rollback.main(args_for(wal_home, action="rollback", quarantine_dir=qdir))
     assert not r["failed"], r["msg"]
     assert image_shas(db) == orig  # exactly the original three files
     aside = Path(r["rollback"]["moved_aside_dir"])
     assert sha(aside / "state.db") == new_sha  # the repaired file was moved aside, not deleted
     # rolling back twice is a no-op, not a second move
-    r = hermes_swap.main(args_for(wal_home, action="rollback", quarantine_dir=qdir))
+    r = hermes_rollback.main(args_for(wal_home, action="rollback", quarantine_dir=qdir))
     assert not r["failed"] and not r["changed"]
 
 
@@ -108,7 +111,7 @@ def test_rollback_from_the_copy_when_the_originals_are_gone(wal_home, tmp_path):
     assert not r["failed"], r["msg"]
     out = Path(r["swap"]["swapped_out_dir"])
     (out / "state.db").rename(tmp_path / "elsewhere.db")  # someone moved the swapped-out original away
-    r = hermes_swap.main(args_for(wal_home, action="rollback", quarantine_dir=qdir))
+    r = hermes_rollback.main(args_for(wal_home, action="rollback", quarantine_dir=qdir))
     assert not r["failed"], r["msg"]
     assert image_shas(db) == orig
     # the quarantined copy itself is still intact (a copy was restored, not the copy moved)
@@ -127,7 +130,7 @@ def test_rollback_refuses_a_tampered_quarantine(wal_home, tmp_path):
         f.seek(5000)
         f.write(b"tampered")
     before = image_shas(db)
-    r = hermes_swap.main(args_for(wal_home, action="rollback", quarantine_dir=qdir))
+    r = hermes_rollback.main(args_for(wal_home, action="rollback", quarantine_dir=qdir))
     assert r["failed"] and "does not match its manifest" in r["msg"]
     assert image_shas(db) == before
 
@@ -154,7 +157,7 @@ def test_quarantine_and_swap_refuse_under_a_holder(home, tmp_path, procs):
     before = image_shas(db)  # with the holder's own -wal/-shm
     r = hermes_swap.main(args_for(home, new_db=str(new), quarantine_dir=qdir))
     assert r["failed"] and "hermes serve --isolated" in r["msg"] and "refusing" in r["msg"]
-    r = hermes_swap.main(args_for(home, action="quarantine"))
+    r = hermes_quarantine.main(args_for(home, action="quarantine"))
     assert r["failed"] and "refusing" in r["msg"]
     assert image_shas(db) == before and new.exists()
     assert len(os.listdir(home / "fleetops" / "quarantine")) == 1
@@ -179,14 +182,14 @@ def test_interrupted_swap_is_finished_or_rolled_back(wal_home, tmp_path, k, pref
     new = make_new_db(tmp_path, db)
     new_sha = sha(new)
     rc, res, err = run_payload_subprocess("hermes.swap", args_for(
-        wal_home, new_db=str(new), quarantine_dir=qdir, expect_sha256=new_sha), inject=swap_cut_source(k))
+        wal_home, new_db=str(new), quarantine_dir=qdir, expect_sha256=new_sha), inject=swap_cut_source(k), inject_into="hermes.image_swap")
     assert rc == SWAP_INTERRUPT_EXIT and res is None, err  # killed mid-swap, no answer
     j = json.loads((wal_home / "fleetops" / "state" / "swap-journal.json").read_text())
     assert j["status"] == "pending"
     # writers must not start on a half-swapped store
     (wal_home / "fleetops" / "state" / "default-writers.json").write_text(json.dumps(
         {"status": "stopped", "units": [], "gateway": None, "processes": []}))
-    st = hermes_writers.main(args_for(wal_home, action="start"))
+    st = hermes_start_writers.main(args_for(wal_home, action="start"))
     assert st["failed"] and "pending" in st["msg"]
     # the next run (here its quarantine step) resolves the journal first
     r = hermes_swap.main(args_for(wal_home, action="recover", prefer=prefer))
@@ -218,10 +221,10 @@ def test_interrupted_swap_resolved_by_the_next_quarantine(wal_home, tmp_path):
     new = make_new_db(tmp_path, db)
     new_sha = sha(new)
     rc, _, err = run_payload_subprocess("hermes.swap", args_for(
-        wal_home, new_db=str(new), quarantine_dir=qdir), inject=swap_cut_source(2))
+        wal_home, new_db=str(new), quarantine_dir=qdir), inject=swap_cut_source(2), inject_into="hermes.image_swap")
     assert rc == SWAP_INTERRUPT_EXIT, err
     assert os.path.exists(db) and not os.path.exists(str(db) + "-wal")  # wal and shm moved, db not yet
-    r = hermes_swap.main(args_for(wal_home, action="quarantine"))
+    r = hermes_quarantine.main(args_for(wal_home, action="quarantine"))
     assert not r["failed"] and r["recovered"]["decision"] == "finish", r["msg"]
     assert _state(db, orig, new_sha) == "new"
     # and the new quarantine is of the file now in place
@@ -232,7 +235,7 @@ def test_interrupted_swap_resolved_by_the_next_quarantine(wal_home, tmp_path):
 def test_check_mode_changes_nothing(wal_home, tmp_path):
     db = wal_home / "state.db"
     before = image_shas(db)
-    r = hermes_swap.main(args_for(wal_home, action="quarantine", _check=True))
+    r = hermes_quarantine.main(args_for(wal_home, action="quarantine", _check=True))
     assert not r["failed"] and "would copy" in r["msg"]
     assert not (wal_home / "fleetops").exists()
     qdir, _ = quarantine(wal_home)
@@ -254,7 +257,7 @@ def test_no_fault_hook_in_the_product(tmp_path):
         book.write_text(f"- hosts: all\n  tasks:\n    - {module}: {{fail_after_step: 1}}\n")
         with pytest.raises(BadInput, match=f"unknown argument 'fail_after_step' for module '{module}'"):
             load_playbook(str(book), get_modules())
-    product = Path(hermes_swap.__file__).resolve().parents[1]
+    product = Path(hermes_swap.__file__).resolve().parents[2]
     for path in product.rglob("*.py"):
         text = path.read_text()
         for word in ("fail_after", "FLEETOPS_TEST_", "selftest"):
@@ -269,11 +272,11 @@ def test_cut_off_quarantine_is_set_aside_by_the_next(wal_home):
     cut = base / "default-20260101T000000Z"
     (cut / "copy").mkdir(parents=True, mode=0o700)
     (cut / "copy" / "state.db").write_bytes(b"half a copy")
-    r = hermes_swap.main(args_for(wal_home, action="quarantine"))
+    r = hermes_quarantine.main(args_for(wal_home, action="quarantine"))
     assert not r["failed"], r["msg"]
     assert not cut.exists()
     kept = base / "default-20260101T000000Z.incomplete"
     assert (kept / "copy" / "state.db").read_bytes() == b"half a copy"
     assert Path(qdir1).is_dir() and (Path(qdir1) / "manifest.json").exists()
     assert r["manifest"]["set_aside"] and "default-20260101T000000Z.incomplete" in r["msg"]
-    assert hermes_swap.latest_quarantine(hermes_swap.fs.locate(args_for(wal_home))) == r["quarantine_dir"]
+    assert image_swap.latest_quarantine(steplib.locate(args_for(wal_home))) == r["quarantine_dir"]

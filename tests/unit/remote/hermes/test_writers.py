@@ -7,6 +7,8 @@ import os
 import stat
 
 from fleetops.remote.hermes import holders as hermes_holders
+from fleetops.remote.hermes import start_writers as hermes_start_writers
+from fleetops.remote.hermes import stop_writers as hermes_stop_writers
 from fleetops.remote.hermes import writers as hermes_writers
 from fleetops.remote.sqlite import fence as sqlite_fence
 
@@ -20,7 +22,7 @@ def test_stop_catches_respawns_then_start_brings_the_gateway_back(home, procs):
     gw = start_gateway(procs, home)
     sup = start_desktop(procs, db, respawns=2, delay=1.0)
     first_desk = holders(db, "desktop-serve")[0]["pid"]
-    r = hermes_writers.main(args_for(home, action="stop", **FAST))
+    r = hermes_stop_writers.main(args_for(home, action="stop", **FAST))
     assert not r["failed"], r["msg"]
     assert [h for h in holders(db) if h["kind"] != "desktop-serve"] == []  # a respawn may wait at the fence
     assert gw.wait(timeout=60) is not None  # the real gateway exited
@@ -44,7 +46,7 @@ def test_stop_catches_respawns_then_start_brings_the_gateway_back(home, procs):
     assert "env" not in (r["record"]["gateway"] or {})  # values never travel in the result
     assert not [p for p in rec["processes"] if p["kind"] == "desktop-serve"]  # the app respawns its own
 
-    s = hermes_writers.main(args_for(home, action="start", wait_timeout=180))
+    s = hermes_start_writers.main(args_for(home, action="start", wait_timeout=180))
     assert not s["failed"], s["msg"]
     assert s["fence_released"] == [r["fence"]["pid"]] and "fence lifted first" in s["msg"]
     new = [x for x in s["started"] if x.get("kind") == "gateway"][0]
@@ -56,7 +58,7 @@ def test_stop_catches_respawns_then_start_brings_the_gateway_back(home, procs):
     assert log.exists() and stat.S_IMODE(log.stat().st_mode) == 0o600
     assert json.loads(path.read_text())["status"] == "restarted"
     # nothing left recorded: a second start starts nothing
-    again = hermes_writers.main(args_for(home, action="start"))
+    again = hermes_start_writers.main(args_for(home, action="start"))
     assert not again["failed"] and not again["changed"]
 
 
@@ -65,7 +67,7 @@ def test_sqlite_shell_holder_is_refused_and_nothing_is_stopped(home, procs):
     desk = start_desktop(procs, db, respawns=0)
     desk_pid = holders(db, "desktop-serve")[0]["pid"]
     sh = start_sqlite_shell(procs, db)
-    r = hermes_writers.main(args_for(home, action="stop", **FAST))
+    r = hermes_stop_writers.main(args_for(home, action="stop", **FAST))
     assert r["failed"] and r["refused"]
     assert "PID %d" % sh.pid in r["msg"] and "sqlite3 %s" % db in r["msg"]
     assert "Nothing was stopped" in r["msg"] and "force" in r["msg"]
@@ -77,7 +79,7 @@ def test_sqlite_shell_holder_is_refused_and_nothing_is_stopped(home, procs):
 def test_force_stops_the_foreign_holder_too(home, procs):
     db = home / "state.db"
     sh = start_sqlite_shell(procs, db)
-    r = hermes_writers.main(args_for(home, action="stop", force=True, **FAST))
+    r = hermes_stop_writers.main(args_for(home, action="stop", force=True, **FAST))
     assert not r["failed"], r["msg"]
     assert sh.wait(timeout=30) is not None
     assert holders(db) == []
@@ -87,7 +89,7 @@ def test_endless_respawner_without_the_fence_hits_the_deadline_and_names_the_rem
     """fence: false is the old quiet-window wait, which a backend respawned forever never gives."""
     db = home / "state.db"
     start_desktop(procs, db, respawns=-1, delay=0.5)
-    r = hermes_writers.main(args_for(home, action="stop", quiet_window=3, deadline=6, grace=2, systemd="false",
+    r = hermes_stop_writers.main(args_for(home, action="stop", quiet_window=3, deadline=6, grace=2, systemd="false",
                                      fence=False))
     assert r["failed"]
     assert "close the Hermes Desktop app" in r["msg"] and "deadline" in r["msg"]
@@ -97,7 +99,7 @@ def test_endless_respawner_without_the_fence_hits_the_deadline_and_names_the_rem
 def test_endless_respawner_is_fenced_out(home, procs):
     db = home / "state.db"
     start_desktop(procs, db, respawns=-1, delay=0.5)
-    r = hermes_writers.main(args_for(home, action="stop", deadline=30, grace=2, systemd="false"))
+    r = hermes_stop_writers.main(args_for(home, action="stop", deadline=30, grace=2, systemd="false"))
     assert not r["failed"], r["msg"]
     assert r["fence"] and sqlite_fence.lock_owner(str(db)) == r["fence"]["pid"]
     assert "fenced %s" % db in r["msg"]
@@ -107,7 +109,7 @@ def test_check_mode_stops_nothing(home, procs):
     db = home / "state.db"
     start_desktop(procs, db, respawns=0)
     pid = holders(db, "desktop-serve")[0]["pid"]
-    r = hermes_writers.main(args_for(home, action="stop", _check=True, **FAST))
+    r = hermes_stop_writers.main(args_for(home, action="stop", _check=True, **FAST))
     assert not r["failed"] and not r["changed"], r["msg"]
     assert r["plan"]["signal"] == [{"pid": pid, "kind": "desktop-serve"}]
     assert hermes_holders.alive(pid)

@@ -1,4 +1,4 @@
-"""The host-side `files` and `wait_for` payloads, imported locally (they are plain stdlib modules)."""
+"""The host-side copy, file, fetch and wait_for payloads, imported locally (they are plain stdlib modules)."""
 from __future__ import annotations
 
 import base64
@@ -6,7 +6,9 @@ import os
 import socket
 import stat
 
-from fleetops.remote.host import files
+from fleetops.remote.host import copy as host_copy
+from fleetops.remote.host import fetch as host_fetch
+from fleetops.remote.host import file as host_file
 from fleetops.remote.host import wait_for
 
 
@@ -15,9 +17,9 @@ def b64(data: bytes) -> str:
 
 
 def copy(dest, data: bytes, **kw):
-    args = {"action": "copy", "dest": str(dest), "content_b64": b64(data)}
+    args = {"dest": str(dest), "content_b64": b64(data)}
     args.update(kw)
-    return files.main(args)
+    return host_copy.main(args)
 
 
 def test_copy_creates_0600_then_idempotent_then_updates_with_diff(tmp_path):
@@ -71,22 +73,22 @@ def test_copy_into_directory_and_missing_parent(tmp_path):
 
 def test_file_states(tmp_path):
     d = tmp_path / "a" / "b"
-    res = files.main({"action": "file", "path": str(d), "state": "directory", "_diff": True})
+    res = host_file.main({"path": str(d), "state": "directory", "_diff": True})
     assert res["changed"] and d.is_dir() and "+state: directory" in res["diff"]
     assert stat.S_IMODE(os.stat(d).st_mode) == 0o700
-    assert not files.main({"action": "file", "path": str(d), "state": "directory"})["changed"]
+    assert not host_file.main({"path": str(d), "state": "directory"})["changed"]
     (d / "x").write_text("x")
-    res = files.main({"action": "file", "path": str(d), "state": "absent"})
+    res = host_file.main({"path": str(d), "state": "absent"})
     assert res["failed"] and "not empty" in res["msg"] and d.exists()
-    res = files.main({"action": "file", "path": str(d), "state": "absent", "force": True})
+    res = host_file.main({"path": str(d), "state": "absent", "force": True})
     assert res["changed"] and not d.exists()
-    assert not files.main({"action": "file", "path": str(d), "state": "absent"})["changed"]
+    assert not host_file.main({"path": str(d), "state": "absent"})["changed"]
     t = tmp_path / "t"
-    assert files.main({"action": "file", "path": str(t), "state": "touch", "mode": "0644"})["changed"]
+    assert host_file.main({"path": str(t), "state": "touch", "mode": "0644"})["changed"]
     assert stat.S_IMODE(os.stat(t).st_mode) == 0o644
-    res = files.main({"action": "file", "path": str(t), "state": "file", "mode": "0600", "_check": True})
+    res = host_file.main({"path": str(t), "state": "file", "mode": "0600", "_check": True})
     assert res["changed"] and stat.S_IMODE(os.stat(t).st_mode) == 0o644
-    assert files.main({"action": "file", "path": str(tmp_path / "missing"), "state": "file"})["failed"]
+    assert host_file.main({"path": str(tmp_path / "missing"), "state": "file"})["failed"]
 
 
 def test_bad_mode_is_a_clear_failure(tmp_path):
@@ -96,9 +98,9 @@ def test_bad_mode_is_a_clear_failure(tmp_path):
 
 def test_slurp(tmp_path):
     (tmp_path / "s").write_bytes(b"data")
-    res = files.main({"action": "slurp", "src": str(tmp_path / "s")})
+    res = host_fetch.main({"src": str(tmp_path / "s")})
     assert base64.b64decode(res["content_b64"]) == b"data"
-    assert files.main({"action": "slurp", "src": str(tmp_path / "none")})["missing"]
+    assert host_fetch.main({"src": str(tmp_path / "none")})["missing"]
 
 
 def test_wait_for_port_and_path(tmp_path):

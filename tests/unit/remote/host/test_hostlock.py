@@ -9,12 +9,15 @@ import sys
 
 import pytest
 
+from fleetops.remote.hermes import hostlock as hermes_hostlock
 from fleetops.remote.hermes import snapshot as hermes_snapshot
 from fleetops.remote.host import hostlock
 
 from tests.support.hermes_procs import REPO
 
-MINE = ["host/hostlock", "hermes/snapshot", "hermes/writers", "hermes/swap", "hermes/repair", "hermes/verify"]
+MINE = ["host/hostlock", "hermes/hostlock", "hermes/snapshot", "hermes/steplib", "hermes/writers",
+        "hermes/stop_writers", "hermes/start_writers", "hermes/image_swap", "hermes/swap", "hermes/repair",
+        "hermes/verify"]
 
 
 def test_payload_sources_parse_as_python38():
@@ -93,17 +96,17 @@ def test_expired_lease_is_taken_over_and_said_so(tmp_path):
 
 def test_lock_payload_actions(tmp_path):
     a = {"hermes_home": str(tmp_path), "run_id": "r1"}
-    r = hostlock.main(dict(a, action="acquire"))
+    r = hermes_hostlock.main(dict(a, action="acquire"))
     assert r["changed"] and not r["failed"]
-    r2 = hostlock.main({"hermes_home": str(tmp_path), "run_id": "r2", "action": "acquire"})
+    r2 = hermes_hostlock.main({"hermes_home": str(tmp_path), "run_id": "r2", "action": "acquire"})
     assert r2["failed"] and r2["refused"] and "r1" in r2["msg"]
-    assert hostlock.main(dict(a, action="status"))["status"]["lease"]["run_id"] == "r1"
-    assert hostlock.main(dict(a, action="release"))["changed"]
-    assert not hostlock.main(r2 and {"hermes_home": str(tmp_path), "run_id": "r2", "action": "acquire"})["failed"]
+    assert hermes_hostlock.main(dict(a, action="status"))["status"]["lease"]["run_id"] == "r1"
+    assert hermes_hostlock.main(dict(a, action="release"))["changed"]
+    assert not hermes_hostlock.main(r2 and {"hermes_home": str(tmp_path), "run_id": "r2", "action": "acquire"})["failed"]
 
 
-@pytest.mark.parametrize("module", ["hermes_snapshot", "hermes_writers", "hermes_swap", "hermes_repair",
-                                    "hermes_verify", "hostlock"])
+@pytest.mark.parametrize("module", ["hermes_snapshot", "hermes_stop_writers", "hermes_swap", "hermes_repair",
+                                    "hermes_verify", "hermes_hostlock"])
 def test_payloads_run_through_the_bundler(tmp_path, module):
     """Each payload travels as a bundle and runs under `python3 -I` with only its bundled siblings."""
     from fleetops.engine.connection.local import LocalTransport

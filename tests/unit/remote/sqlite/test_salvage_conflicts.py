@@ -8,6 +8,8 @@ import json
 import pytest
 
 from fleetops.remote.sqlite import salvage as engine
+from fleetops.remote.hermes.salvage_rules import RULES
+from fleetops.remote.sqlite.salvage import scan, write
 from tests.corpus import damage, truth
 from tests.unit.remote.sqlite.test_salvage_corpus import out_rows
 
@@ -27,12 +29,12 @@ def test_versions_tried_until_one_goes_in(pristine, tmp_path, monkeypatch, evide
     """Without knowing which page the walk read (and, second, without the ranges where it
     read another tree's page), the walk's foreign version is tried and refused, and the
     intact one still goes in."""
-    monkeypatch.setattr(engine.Salvage, "_foreign_leaves", lambda self, st: None)
+    monkeypatch.setattr(scan, "foreign_leaves", lambda s, st: None)
     if evidence == "none":
-        monkeypatch.setattr(engine.Salvage, "_foreign_ranges", lambda self, st: [])
+        monkeypatch.setattr(write, "foreign_ranges", lambda s, st: [])
     d = damage.make("interior_points_at_foreign_leaf", pristine, tmp_path / "c" / "state.db")
     out = tmp_path / "out.db"
-    rep = engine.salvage(d.path, str(out), fts="leave-to-hermes")
+    rep = engine.salvage(d.path, str(out), fts="leave-to-hermes", rules=RULES)
     gt = truth.ground_truth(d.truth_path)
     got = out_rows(str(out), "messages")
     assert set(got) == d.expected_rows["messages"]

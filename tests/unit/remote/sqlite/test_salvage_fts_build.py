@@ -22,6 +22,9 @@ import sqlite3
 import pytest
 
 from fleetops.remote.sqlite import salvage as engine
+from fleetops.remote.hermes.salvage_rules import RULES
+from fleetops.remote.sqlite.salvage import fts as fts_stage
+from fleetops.remote.sqlite.salvage import verify as verify_stage
 
 FTS = ("messages_fts", "messages_fts_trigram")
 SMALL = dict(sessions=6, messages_per_session=(10, 30), seed=5)
@@ -42,7 +45,7 @@ def small_hermes(tmp_path_factory):
 
 def _salvage(src, tmp_path, name="out.db", **kw):
     out = str(tmp_path / name)
-    rep = engine.salvage(src, out, **kw)
+    rep = engine.salvage(src, out, rules=RULES, **kw)
     return rep, out
 
 
@@ -203,7 +206,7 @@ def test_forced_trigger_path_gives_the_same_index(small_hermes, tmp_path):
 
 
 def test_unpreparable_scratch_falls_back_to_triggers(small_hermes, tmp_path, monkeypatch):
-    monkeypatch.setattr(engine.Salvage, "_fts_prepare", lambda self, name, trigs, **kw: (None, "forced off"))
+    monkeypatch.setattr(fts_stage, "fts_prepare", lambda s, name, trigs, **kw: (None, "forced off"))
     rep, out = _salvage(small_hermes, tmp_path)
     assert rep["verdict"] == "complete"
     for fts in FTS:
@@ -215,14 +218,14 @@ def test_unpreparable_scratch_falls_back_to_triggers(small_hermes, tmp_path, mon
 
 
 def test_low_disk_space_falls_back_to_triggers(small_hermes, tmp_path, monkeypatch):
-    real = engine.os.statvfs
+    real = os.statvfs
 
     class Tiny(object):
         def __init__(self, st):
             self.f_frsize = st.f_frsize
             self.f_bavail = 1
 
-    monkeypatch.setattr(engine.os, "statvfs", lambda p: Tiny(real(p)))
+    monkeypatch.setattr(os, "statvfs", lambda p: Tiny(real(p)))
     rep, out = _salvage(small_hermes, tmp_path)
     assert all(f["build"] == "triggers" and "MB free" in f["scratch_unavailable"]
                for f in rep["fts"].values())
@@ -233,14 +236,14 @@ def test_failed_scratch_build_leaves_that_table_to_hermes(small_hermes, tmp_path
     """A build that fails after the rows are in: that FTS table, its shadow tables and its
     triggers are all absent (Hermes would rebuild it), the other is built and verified, and
     the salvage fails, naming the table (fts=rebuild was asked)."""
-    real = engine.Salvage._run_fts_job
+    real = fts_stage.run_fts_job
 
     def flaky(self, job):
         if job.name == "messages_fts_trigram":
             raise sqlite3.OperationalError("disk I/O error (simulated)")
         return real(self, job)
 
-    monkeypatch.setattr(engine.Salvage, "_run_fts_job", flaky)
+    monkeypatch.setattr(fts_stage, "run_fts_job", flaky)
     rep, out = _salvage(small_hermes, tmp_path)
     tri = rep["fts"]["messages_fts_trigram"]
     assert tri["mode"] == "leave-to-hermes" and not tri["created"]
@@ -317,14 +320,14 @@ def test_speculation_dropped_when_final_rows_differ(small_hermes, tmp_path):
 
 
 def test_speculative_build_that_fails_is_rebuilt_from_the_output(small_hermes, tmp_path, monkeypatch):
-    real = engine.Salvage._run_fts_job
+    real = fts_stage.run_fts_job
 
     def flaky(self, job):
         if job.from_image:
             raise sqlite3.DatabaseError("database disk image is malformed (simulated)")
         return real(self, job)
 
-    monkeypatch.setattr(engine.Salvage, "_run_fts_job", flaky)
+    monkeypatch.setattr(fts_stage, "run_fts_job", flaky)
     rep, out = _salvage(small_hermes, tmp_path, fts_workers=2)
     assert rep["verdict"] == "complete"
     assert any("speculative build from the image failed" in n for n in rep["notes"])
@@ -336,15 +339,15 @@ def test_output_and_report_renames_are_made_durable(small_hermes, tmp_path, monk
     """The output and its report are fsynced before their rename, and their directory after it:
     a power cut must not leave the new name pointing at nothing (or at half a file)."""
     events = []
-    real_rename = engine.os.rename
+    real_rename = os.rename
 
     def rename(src, dst):
         events.append(("rename", os.path.basename(dst)))
         real_rename(src, dst)
 
-    monkeypatch.setattr(engine.os, "rename", rename)
-    monkeypatch.setattr(engine, "fsync_file", lambda p: events.append(("fsync_file", os.path.basename(p))))
-    monkeypatch.setattr(engine, "fsync_dir", lambda p: events.append(("fsync_dir", p)))
+    monkeypatch.setattr(os, "rename", rename)
+    monkeypatch.setattr(verify_stage, "fsync_file", lambda p: events.append(("fsync_file", os.path.basename(p))))
+    monkeypatch.setattr(verify_stage, "fsync_dir", lambda p: events.append(("fsync_dir", p)))
     report = str(tmp_path / "report.json")
     rep, out = _salvage(small_hermes, tmp_path, report_path=report)
     assert rep["verdict"] == "complete"

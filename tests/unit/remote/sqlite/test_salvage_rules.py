@@ -8,6 +8,7 @@ import pytest
 
 from fleetops.hermes import salvage_cli
 from fleetops.remote.sqlite import salvage as engine
+from fleetops.remote.hermes.salvage_rules import RULES
 from tests.support import hermeslike as h
 
 
@@ -30,7 +31,7 @@ def _relax(path, sql_edit):
 
 def _run(db, tmp_path, **kw):
     out = str(tmp_path / "out.db")
-    return engine.salvage(db, out, **kw), out
+    return engine.salvage(db, out, rules=RULES, **kw), out
 
 
 def _quarantine(rep):
@@ -157,7 +158,7 @@ def test_output_never_overwritten_and_source_checked(db, tmp_path):
     out = tmp_path / "out.db"
     out.write_bytes(b"keep me")
     with pytest.raises(engine.SalvageInputError):
-        engine.salvage(db, str(out))
+        engine.salvage(db, str(out), rules=RULES)
     assert out.read_bytes() == b"keep me"
 
 

@@ -11,6 +11,8 @@ from fleetops.hermes import salvage_cli
 from fleetops.remote.hermes import schema_22 as hermes_schema_22
 from fleetops.remote.hermes import schemas as hermes_schemas
 from fleetops.remote.sqlite import salvage as engine
+from fleetops.remote.hermes.salvage_rules import RULES
+from fleetops.remote.sqlite.salvage import verify
 from tests.corpus import damage, ship_schema
 
 
@@ -73,12 +75,12 @@ def test_without_a_known_schema_the_rest_is_still_salvaged(pristine, tmp_path, m
 def test_failure_inside_salvage_is_reported_as_such(pristine, tmp_path, monkeypatch, capsys):
     def boom(self):
         raise sqlite3.OperationalError("disk I/O error")
-    monkeypatch.setattr(engine.Salvage, "_verify_and_finish", boom)
+    monkeypatch.setattr(verify, "verify_and_finish", boom)
     d = damage.make("healthy", pristine, tmp_path / "c" / "state.db")
     out = tmp_path / "out" / "state.db"
     out.parent.mkdir()
     with pytest.raises(engine.SalvageError):
-        engine.salvage(d.path, str(out), fts="leave-to-hermes")
+        engine.salvage(d.path, str(out), fts="leave-to-hermes", rules=RULES)
     assert sorted(os.listdir(out.parent)) == []
     rc = salvage_cli.salvage({"source": d.path, "output": str(out), "fts": "leave-to-hermes"})
     err = capsys.readouterr().err

@@ -1,0 +1,7 @@
+"""Payload of the copy module: make a host file hold the given bytes and attributes."""
+from fleetops.remote.host import files
+
+
+def main(args):
+    """{dest, content_b64, basename?, mode?, owner?, group?, backup?, _check?, _diff?}."""
+    return files.run(args, files.copy)

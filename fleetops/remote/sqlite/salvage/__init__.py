@@ -1,0 +1,188 @@
+"""Salvage every readable row of a damaged SQLite store into a new file.
+
+Why two layers: SQLite's own table walk (seeks by rowid, NOT INDEXED) reads what its
+b-trees still reach, fast and exactly as the application would; the pure-Python page scan
+(fleetops.remote.sqlite.fileformat) finds leaf pages the walk cannot reach. Every row found
+is either saved, dropped as an exact duplicate, or written to the quarantine file with a
+reason, and the report's counts come from table scans and page scans, never an index.
+
+A run is a sequence of stages, each a module of functions taking the one SalvageState
+(state.py): inputs (the image), schema, scan (the page scan), walk (the table walk and the
+quarantine), write (the output's rows), fts and speculate (the FTS tables), verify (checks,
+rename, report). What the application that made the store knows (values for lost NOT NULL
+columns, its shipped schema) comes in as Rules (rules.py).
+
+Stdlib only, Python 3.8+ (host code); `main(args)` is a payload entry point. The source is
+never written: it is read through an immutable read-only URI, or through a private copy when
+a WAL has to be applied first.
+"""
+import json
+import shutil
+import time
+
+from fleetops.remote.sqlite.salvage import (
+    inputs,
+    scan,
+    schema,
+    speculate,
+    verify,
+    walk,
+    write,
+)
+from fleetops.remote.sqlite.salvage.fts import put_fts_config
+from fleetops.remote.sqlite.salvage.rules import Rules
+from fleetops.remote.sqlite.salvage.sqlutil import _file_fingerprints
+from fleetops.remote.sqlite.salvage.state import (
+    FTS5_BUILD_CONFIG,
+    SalvageError,
+    SalvageInputError,
+    SalvageState,
+)
+from fleetops.remote.sqlite.salvage.verify import _json_default
+
+__all__ = ["FTS5_BUILD_CONFIG", "Rules", "SalvageError", "SalvageInputError", "SalvageState", "main",
+           "put_fts_config", "salvage"]
+
+
+def salvage(source, output, fts="rebuild", schema_from=None, quarantine_freelist=False,
+            report_path=None, rules=None, **internal):
+    """Salvage `source` into a new database at `output`; returns the report dict.
+
+    Raises SalvageInputError when the arguments cannot be used (nothing written).
+    `rules`: what the store's application knows (Rules; default: nothing).
+    `internal`: fts_build, fts_workers, fts_build_config, fts_speculate (see SalvageState;
+    tests, benchmarks).
+    """
+    s = SalvageState(source, output, fts=fts, schema_from=schema_from,
+                     quarantine_freelist=quarantine_freelist, report_path=report_path,
+                     rules=rules or Rules(), **internal)
+    return run(s)
+
+
+def run(s):
+    """The stages in order; whatever happens, the source's fingerprints before and after, the
+    durations and the notes end up in the report (written to report_path if given)."""
+    t0 = time.monotonic()
+    inputs.check_inputs(s)
+    before = s.source_before = _file_fingerprints(s.source)
+    try:
+        try:
+            _stages(s)
+        except SalvageInputError:
+            raise
+        except Exception as e:  # noqa: BLE001 - every failure is the salvage's, named as such
+            inputs.discard_output(s)
+            s.report["verdict"] = "failed"
+            s.report["error"] = "%s: %s" % (type(e).__name__, e)
+            raise SalvageError("salvage failed: %s: %s (no output written)"
+                               % (type(e).__name__, e)) from e
+    finally:
+        if s.fts_spec_state == "running":
+            speculate.stop_speculation(s, "salvage ended before the FTS build")
+        if s.fts_spec_pool is not None:
+            s.fts_spec_pool.shutdown(wait=True)
+        if s.qfh:
+            s.qfh.close()
+        if s.tmpdir:
+            shutil.rmtree(s.tmpdir, ignore_errors=True)
+        after = _file_fingerprints(s.source)
+        unchanged = all(before[k]["sha256"] == after.get(k, {}).get("sha256")
+                        for k in before) and set(before) == set(after)
+        s.report["source_unchanged"] = {
+            "unchanged": unchanged,
+            "before": dict((k, v["sha256"]) for k, v in before.items()),
+            "after": dict((k, v["sha256"]) for k, v in after.items())}
+        if not unchanged:
+            s.report["verdict"] = "failed"
+            s.notes.append("source files changed during salvage")
+        s.durations["total"] = round(time.monotonic() - t0, 3)
+        s.report["durations_s"] = s.durations
+        s.report["notes"] = s.notes
+        if s.report_path:
+            verify.write_report(s)
+    return s.report
+
+
+def _stages(s):
+    """image, schema, page scan, table walk, write (with the FTS build), verify."""
+    r = s.report
+    r.update({"source": s.source, "output": s.output, "fts_mode": s.fts,
+              "schema_from": s.schema_from, "verdict": "failed",
+              "quarantine_file": None, "quarantined_total": 0})
+    t = time.monotonic()
+    image, image_info = inputs.make_image(s)
+    r["image"] = image_info
+    s.tick("image", t)
+
+    t = time.monotonic()
+    fallback = None
+    if s.schema_from:
+        with open(s.schema_from, "rb") as fh:
+            fallback = fh.read(100)
+    s.reader = inputs._open_reader(image, fallback)
+    if getattr(s.reader, "header_from", None) == "schema_from":
+        s.header_inferred = ["freelist_trunk", "freelist_count", "header (schema_from's)"]
+    r["header"] = s.reader.header.as_dict()
+    h = s.reader.header
+    if (h.freelist_trunk > s.reader.page_count or h.freelist_count > s.reader.page_count
+            ) and "freelist_trunk" not in s.header_inferred:
+        # pointing outside the file: not the freelist's, whatever the rest says
+        s.header_inferred += ["freelist_trunk", "freelist_count"]
+        s.notes.append("header freelist fields point outside the file (trunk %d, count "
+                       "%d): free pages found from the pages instead"
+                       % (h.freelist_trunk, h.freelist_count))
+    r["header_inferred"] = list(s.header_inferred)
+    r["source_format"] = s.keep = inputs._source_format(image, s.reader.header, image_info,
+                                                    s.header_inferred, fallback)
+    if not s.keep["journal_mode_known"]:
+        s.notes.append("the source's journal mode is lost with its header (no -wal, no "
+                       "schema_from): the output is in DELETE mode")
+    schema.load_schema(s, image)
+    s.tick("schema", t)
+    speculate.speculate_fts(s)
+
+    t = time.monotonic()
+    scan.page_scan(s)
+    s.tick("page_scan", t)
+
+    t = time.monotonic()
+    for st in s.states.values():
+        walk.walk_table(s, st)
+    s.tick("table_walk", t)
+    speculate.speculation_damage_check(s)
+
+    t = time.monotonic()
+    write.write_output(s)
+    s.tick("write", t)
+
+    t = time.monotonic()
+    verify.verify_and_finish(s)
+    s.tick("verify", t)
+    s.reader.close()
+    if s.src:
+        s.src.close()
+
+
+def main(args, rules=None):
+    """Payload entry point: {source, output, fts?, schema_from?, quarantine_freelist?, report?};
+    `rules` from a caller that knows the store's application (see salvage())."""
+    if args.get("_check"):
+        return {"changed": False, "failed": False, "skipped": True,
+                "msg": "check mode: would salvage %s into %s" % (args.get("source"), args.get("output"))}
+    try:
+        rep = salvage(args["source"], args["output"], fts=args.get("fts", "rebuild"),
+                      schema_from=args.get("schema_from"),
+                      quarantine_freelist=bool(args.get("quarantine_freelist")),
+                      report_path=args.get("report"), rules=rules)
+    except (SalvageInputError, KeyError) as e:
+        return {"changed": False, "failed": True, "skipped": False, "bad_input": True,
+                "msg": "salvage: %s" % e}
+    except Exception as e:  # noqa: BLE001 - a payload must answer, never die silently
+        return {"changed": False, "failed": True, "skipped": False,
+                "msg": "salvage failed: %s: %s" % (type(e).__name__, e)}
+    rep = json.loads(json.dumps(rep, default=_json_default))
+    return {"changed": True, "failed": rep["verdict"] == "failed", "skipped": False,
+            "msg": "salvage %s: %d of %d identified rows saved, %d lost" % (
+                rep["verdict"], rep.get("saved_rows", 0), rep.get("identified_rows", 0),
+                rep.get("loss_rows", 0)),
+            "report": rep}

@@ -1,0 +1,348 @@
+"""The checks of the finished output (quick_check, counts by table scan, FTS answers, the
+schema against the source's), the rename into place and the report.
+"""
+import json
+import os
+import re
+import sqlite3
+import threading
+
+from fleetops.remote.host.durable import fsync_dir, fsync_file, sha256_file
+from fleetops.remote.sqlite import fileformat as sf
+from fleetops.remote.sqlite.salvage import fts, scan
+from fleetops.remote.sqlite.salvage.model import _load_schema_rows
+from fleetops.remote.sqlite.salvage.sqlutil import _jsonable, _one, _q, _schema_names
+
+
+def fts_check(s, name, out):
+    rep = s.fts_report[name]
+    out.text_factory = sf.text_or_invalid
+    try:
+        out.execute("INSERT INTO %s(%s) VALUES('integrity-check')" % (_q(name), _q(name)))
+        rep["integrity_check"] = "ok"
+    except sqlite3.Error as e:
+        rep["integrity_check"] = str(e)
+    try:
+        rep["rows"] = _one(out, "SELECT count(*) FROM %s" % _q(name))[0]
+        probe = None
+        for row in out.execute("SELECT rowid, * FROM %s LIMIT 200" % _q(name)).fetchall():
+            words = [w for text in row[1:] if isinstance(text, str)
+                     for w in re.findall(r"[A-Za-z0-9]{4,}", text)]
+            if words:
+                probe = (row[0], words[0])
+                break
+        if probe is None:
+            rep["match_probe"] = "no text to probe" if rep["rows"] == 0 else "no probe word"
+            rep["match_ok"] = rep["rows"] == 0
+        else:
+            hits = [r[0] for r in out.execute(
+                "SELECT rowid FROM %s WHERE %s MATCH ?" % (_q(name), _q(name)),
+                ('"%s"' % probe[1],))]
+            rep["match_probe"] = {"word": probe[1], "rowid": probe[0], "hits": len(hits)}
+            rep["match_ok"] = probe[0] in hits
+    except sqlite3.Error as e:
+        rep["match_probe"] = str(e)
+        rep["match_ok"] = False
+    return rep["integrity_check"] == "ok" and rep["match_ok"]
+
+
+def keep_fts_config(s, out, name, ddl_rows):
+    """Give the new FTS table the source's settings (its _config rows: usermerge, rank,
+    pgsz, ...), written as rows like the other shadow tables; `version` stays the one this
+    SQLite's CREATE wrote, as the index is in its format. Returns the rows it now has (the
+    DDL's when the source's cannot be read, noted)."""
+    if ddl_rows is None:
+        return None
+    src_rows = None
+    if s.src is not None:
+        try:
+            src_rows = fts._fts_config_rows(s.src, name + "_config")
+        except sqlite3.Error as e:
+            s.notes.append("FTS table %s: the source's settings are unreadable (%s); "
+                           "the rebuilt table has its DDL's" % (name, e))
+    if src_rows is None:
+        return ddl_rows
+    return fts.put_fts_config(out, name, src_rows, ddl_rows)
+
+
+def fts_config_check(s, name):
+    """The output's FTS config rows are exactly those its CREATE VIRTUAL TABLE wrote
+    (a scratch build's bulk settings never reach it); a source whose rows differ is
+    noted, as the rebuilt table starts from the DDL."""
+    rep = s.fts_report[name]
+    cfg = name + "_config"
+    if cfg not in _schema_names(s.out, "table"):
+        return True
+    got = fts._fts_config_rows(s.out, cfg)
+    rep["config"] = got
+    ok = True
+    if name in s.fts_config_expected:
+        ok = got == s.fts_config_expected[name]
+        rep["config_preserved"] = ok
+    if s.src is not None:
+        try:
+            src_rows = fts._fts_config_rows(s.src, cfg)
+        except sqlite3.Error:
+            src_rows = None
+        if src_rows is not None and src_rows != got:
+            s.notes.append("FTS table %s: the source's config rows %r differ from the "
+                           "rebuilt table's %r (rebuilt from the DDL)"
+                           % (name, src_rows, got))
+    return ok
+
+
+def verify_and_finish(s):
+    # a fresh connection: verification sees only what is on disk
+    s.out.close()
+    # the output was written without syncs: start writing it back now, while it is
+    # verified, so the durable commit at the end (journal mode WAL) has little left to do
+    flush = threading.Thread(target=fts._fdatasync_path, args=(s.tmp_out,))
+    flush.daemon = True
+    flush.start()
+    out = s.out = sqlite3.connect(s.tmp_out, isolation_level=None)
+    # the FTS checks (an FTS5 integrity-check takes the write lock, so one at a time, on
+    # their own fresh connection) run beside the read-only checks below
+    todo = [n for n in s.fts_created if n not in s.fts_checked]
+    fts_results = {}
+
+    def fts_checks():
+        con = sqlite3.connect(s.tmp_out, isolation_level=None, timeout=600,
+                              check_same_thread=False)
+        try:
+            for n in todo:
+                fts_results[n] = fts_check(s, n, con)
+        except sqlite3.Error as e:
+            fts_results["error"] = str(e)
+        finally:
+            con.close()
+
+    checker = threading.Thread(target=fts_checks)
+    checker.start()
+    ver = {}
+    try:
+        ic = [r[0] for r in out.execute("PRAGMA integrity_check")]
+        ver["integrity_check"] = ic if ic != ["ok"] else "ok"
+        fk = out.execute("PRAGMA foreign_key_check").fetchall()
+        ver["foreign_key_check"] = [list(r) for r in fk]
+        counts_ok = True
+        tables_rep = {}
+        for name, st in s.states.items():
+            saved = _one(out, "SELECT count(*) FROM %s NOT INDEXED" % _q(name))[0]
+            via = _one(out, "SELECT count(*) FROM %s" % _q(name))[0]
+            if saved != via:
+                counts_ok = False
+            tables_rep[name] = table_report(s, st, saved, via)
+        ver["counts_match"] = counts_ok
+        ver["schema_objects"] = schema_check(s, out)
+    finally:
+        checker.join()
+    fts_ok = "error" not in fts_results
+    if not fts_ok:
+        s.notes.append("FTS checks failed: %s" % fts_results["error"])
+    for name in s.fts_created:
+        rep = s.fts_report[name]
+        fts_ok = (rep.get("integrity_check") == "ok" and rep.get("match_ok") is True
+                  and fts_ok)
+        fts_ok = fts_config_check(s, name) and fts_ok
+    # fts=rebuild promises every FTS table rebuilt: one left out (a tokenizer this SQLite
+    # lacks, a failed build) fails the salvage; leaving them to Hermes is the operator's
+    # choice (fts=leave-to-hermes), never a fallback reported as fine
+    fts_missing = [] if s.fts != "rebuild" else [
+        "FTS table %s not rebuilt (%s); salvage with fts=leave-to-hermes to leave the FTS "
+        "tables to Hermes" % (n, rep.get("reason") or "not created")
+        for n, rep in sorted(s.fts_report.items()) if not rep.get("created")]
+    ver["fts_not_rebuilt"] = fts_missing
+    ver["fts_ok"] = fts_ok = fts_ok and not fts_missing
+    schema_ok = ver["schema_objects"]["ok"]
+    ver["ok"] = (ver["integrity_check"] == "ok" and not fk and counts_ok and fts_ok
+                 and schema_ok)
+    r = s.report
+    r["verification"] = ver
+    r["tables"] = tables_rep
+    r["fts"] = s.fts_report
+    r["quarantined_total"] = s.q_count
+    r["loss_rows"] = sum(x["loss_rows"] for x in tables_rep.values())
+    r["identified_rows"] = sum(x["identified"] for x in tables_rep.values())
+    r["saved_rows"] = sum(x["saved"] for x in tables_rep.values())
+    partial = [n for n, x in tables_rep.items() if x["verdict"] != "complete"]
+    lost_somewhere = s.unattributed and any(scan.tree_holes(s, st) for st in s.states.values())
+    sw = s.classes["walks"].get("sqlite_schema")
+    ddl_lost = (sw is not None and bool(sw.bad_pages or sw.bad_cells) and not s.schema_from
+                and not s.report.get("schema_fallback", {}).get("used"))
+    if not lost_somewhere and s.unattributed:
+        s.notes.append("%d unreadable pages belong to no tree, and every table's tree is "
+                       "whole: they held no live rows" % len(s.unattributed))
+    if not ver["ok"]:
+        r["verdict"] = "failed"
+    elif partial or lost_somewhere or ddl_lost:
+        r["verdict"] = "partial"
+    else:
+        r["verdict"] = "complete"
+    schema_problems = [] if schema_ok else ["schema objects of the source not in the output "
+                                            "as they were: %s" % ver["schema_objects"]]
+    r["verdict_reasons"] = (["verification failed"] if not ver["ok"] else []) + fts_missing + \
+        schema_problems + [
+        "table %s is partial" % n for n in partial] + (
+        ["%d unreadable pages could not be attributed to a table" % len(s.unattributed)]
+        if lost_somewhere else []) + (
+        ["sqlite_schema lost pages and no schema gives their objects' DDL: tables whose "
+         "DDL was there are not salvaged"] if ddl_lost else [])
+    # the journal mode the source was in (never DELETE to WAL or back: Hermes picked it
+    # for this host's SQLite and filesystem), a WAL output checkpointed into one file (own
+    # connection: no open statements); the switch commits with synchronous=FULL
+    out.close()
+    flush.join()
+    out = sqlite3.connect(s.tmp_out, isolation_level=None)
+    if s.keep["journal_mode"] == "wal":
+        mode = out.execute("PRAGMA journal_mode=WAL").fetchall()
+        ck = out.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    else:
+        out.execute("PRAGMA synchronous=FULL")
+        mode = out.execute("PRAGMA journal_mode").fetchall()
+        ck = None
+    r["output_format"] = _output_format(out, mode)
+    out.close()
+    r["output_journal_mode"] = r["output_format"]["journal_mode"]
+    kept = dict((k, (s.keep[k], v)) for k, v in r["output_format"].items()
+                if s.keep.get(k) != v)
+    if kept:
+        r["verdict"] = "failed"
+        r["verdict_reasons"].append("output differs from the source in %s" % ", ".join(
+            "%s (%r, source %r)" % (k, b, a) for k, (a, b) in sorted(kept.items())))
+    if ck and ck[0][0]:
+        s.notes.append("output checkpoint was blocked: %r" % (ck,))
+    os.chmod(s.tmp_out, 0o600)
+    for suffix in ("-wal", "-shm"):
+        if os.path.exists(s.tmp_out + suffix):
+            if os.path.getsize(s.tmp_out + suffix) and suffix == "-wal":
+                s.notes.append("output WAL not empty after checkpoint")
+            else:
+                os.unlink(s.tmp_out + suffix)
+    fsync_file(s.tmp_out)
+    os.rename(s.tmp_out, s.output)
+    fsync_dir(os.path.dirname(os.path.abspath(s.output)))
+    r["output_sha256"] = sha256_file(s.output)
+    r["output_size"] = os.path.getsize(s.output)
+
+
+def schema_check(s, out):
+    """Every schema object the source had (tables, views, indexes, triggers, FTS tables and
+    their shadow tables) is in the output with the source's SQL (a shadow table by name: its
+    DDL is this SQLite's); left out are only the FTS tables not rebuilt, with their shadow
+    tables and triggers, reported on their own."""
+    gone = set(n for n, rep in s.fts_report.items() if not rep.get("created"))
+    skip = set(gone)
+    for name, trigs in fts.fts_triggers(s).items():
+        if name in gone:
+            skip.update(r["name"] for r in trigs)
+    for t in s.tables.values():
+        if t.shadow_of in gone:
+            skip.add(t.name)
+
+    def objects(rows):
+        return dict(((r["type"], r["name"]), r["sql"]) for r in rows
+                    if r["sql"] and not r["name"].lower().startswith("sqlite_")
+                    and r["name"] not in skip)
+
+    want = objects(s.schema_rows)
+    got = objects(_load_schema_rows(out))
+    shadow = set(t.name for t in s.tables.values() if t.shadow_of)
+    # DDL a fallback schema supplied for objects lost with the schema page was not read
+    # from the file: one that could not be created is noted (the notes say why), not
+    # counted as an object of the source the output lost
+    guessed = set((s.report.get("schema_fallback") or {}).get("objects") or [])
+    not_created = sorted("%s %s" % k for k in set(want) - set(got) if k[1] in guessed)
+    want = dict((k, v) for k, v in want.items() if not (k[1] in guessed and k not in got))
+    missing = sorted("%s %s" % k for k in set(want) - set(got))
+    changed = sorted("%s %s" % k for k in set(want) & set(got)
+                     if k[1] not in shadow and want[k] != got[k])
+    extra = sorted("%s %s" % k for k in set(got) - set(want))
+    return {"ok": not (missing or changed or extra), "objects": len(want),
+            "missing": missing, "sql_differs": changed, "extra": extra,
+            "fallback_ddl_not_created": not_created}
+
+
+def table_report(s, st, saved, via_index):
+    identified = st.identified + st.undecodable
+    loss = identified - saved - st.duplicates
+    accounted = identified == saved + st.duplicates + st.quarantined
+    unreadable = dict((str(k), v) for k, v in st.bad_pages.items())
+    reasons = []
+    if loss:
+        reasons.append("%d identified rows not saved" % loss)
+    if unreadable:
+        reasons.append("%d unreadable pages in its tree" % len(unreadable))
+    if st.bad_cells:
+        reasons.append("%d undecodable cells" % len(st.bad_cells))
+    if st.walk_errors:
+        reasons.extend(st.walk_errors)
+    if st.invalid_text:
+        reasons.append("%d rows saved with text that is not valid UTF-8 (bytes kept as "
+                       "stored: damaged content)" % len(st.invalid_text))
+    if st.suspect:
+        reasons.append("%d rows saved whose content is in doubt (see suspect_rows)"
+                       % len(st.suspect))
+    if st.held_back.get("free pages unknown"):
+        reasons.append("%d rows on orphan pages held back: they may be deleted rows"
+                       % st.held_back["free pages unknown"])
+    if not accounted:
+        reasons.append("counts do not add up: identified %d != saved %d + duplicates %d + "
+                       "quarantined %d" % (identified, saved, st.duplicates, st.quarantined))
+    return {
+        "identified": identified,
+        "distinct_keys": len(st.keys),
+        "saved": saved,
+        "count_via_index": via_index,
+        "duplicates_dropped": st.duplicates,
+        "conflicting_versions": st.conflicts,
+        "repaired": len(st.repaired),
+        "repairs": st.repaired,
+        "quarantined": st.quarantined,
+        "quarantine_reasons": st.quarantine_reasons,
+        "page_scan_only": st.page_scan_only,
+        "orphan_pages": sorted(st.orphan_pages),
+        "unreadable_pages": unreadable,
+        "undecodable_cells": st.bad_cells,
+        "pages_referenced_twice": st.double_refs,
+        "walk_bad_ranges": st.walk_bad_ranges,
+        "freelist_records_not_restored": st.freelist_records,
+        "held_back_rows": st.held_back,
+        "foreign_rows_read": st.foreign_read,
+        "invalid_utf8_rows": sorted(st.invalid_text)[:100],
+        "invalid_utf8_count": len(st.invalid_text),
+        "suspect_rows": dict((str(k), st.suspect[k]) for k in sorted(st.suspect)[:100]),
+        "suspect_count": len(st.suspect),
+        "loss_rows": loss,
+        "accounted": accounted,
+        "verdict": "complete" if not reasons else "partial",
+        "verdict_reasons": reasons,
+    }
+
+
+def write_report(s):
+    tmp = s.report_path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(s.report, fh, indent=2, sort_keys=True, default=_json_default)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.rename(tmp, s.report_path)
+    fsync_dir(os.path.dirname(os.path.abspath(s.report_path)))
+
+
+def _json_default(o):
+    if isinstance(o, (bytes, bytearray)):
+        return _jsonable(bytes(o))
+    if isinstance(o, (set, tuple)):
+        return list(o)
+    return str(o)
+
+
+def _output_format(con, mode):
+    """The output's fields of _source_format, read back through SQLite."""
+    return {"journal_mode": mode[0][0].lower() if mode else None,
+            "page_size": _one(con, "PRAGMA page_size")[0],
+            "encoding": _one(con, "PRAGMA encoding")[0],
+            "user_version": _one(con, "PRAGMA user_version")[0],
+            "application_id": _one(con, "PRAGMA application_id")[0],
+            "auto_vacuum": _one(con, "PRAGMA auto_vacuum")[0]}
