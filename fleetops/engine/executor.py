@@ -32,9 +32,9 @@ from fleetops.engine.connection.runlock import HostBusy
 from fleetops.engine.taskrun import (Frame, HostState, TaskRunner, failed_result, unreachable_result)
 from fleetops.engine.templating import Templar, TemplateError, mark_unsafe
 from fleetops.engine.connection.transport import ConnParams
+from fleetops.engine.validate import load_vars_file
 from fleetops.errors import (EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, BadInput,
                              Unreachable)
-from fleetops.modules.registry import get_modules
 
 STAT_KEYS = ("ok", "changed", "unreachable", "failed", "skipped", "rescued", "ignored")
 FACTS_TASK = SimpleNamespace(name="Gathering Facts", module="gather_facts", register=None, notify=[],
@@ -205,7 +205,7 @@ class _Play:
 
 class _Run:
     def __init__(self, playbook, inventory, options: RunOptions, events: EventSink, run_id: str,
-                 stop: threading.Event | None, transport_factory):
+                 modules: dict, stop: threading.Event | None, transport_factory):
         self.playbook = playbook
         self.inventory = inventory
         self.options = options
@@ -217,7 +217,7 @@ class _Run:
             transport_factory = SSHTransport
         self.transport_factory = transport_factory
         self.templar = Templar()
-        self.modules = get_modules()
+        self.modules = modules
         self.playbook_dir = (getattr(playbook, "dir", None)
                              or os.path.dirname(os.path.abspath(getattr(playbook, "path", "") or ".")))
         self.omit = f"__omit_place_holder__{uuid.uuid4().hex}"
@@ -383,10 +383,6 @@ class _Run:
         out: dict = {}
         if not getattr(play, "vars_files", None):
             return out
-        try:
-            from fleetops.engine.validate import load_vars_file
-        except ImportError:  # validate.py not there: same YAML loader, no extra checks
-            from fleetops.engine.yamlsrc import load_yaml as load_vars_file
         for path in play.vars_files:
             full = path if os.path.isabs(path) else os.path.join(self.playbook_dir, path)
             data = load_vars_file(full)
@@ -796,6 +792,7 @@ class _Run:
 
 
 def run_playbook(playbook, inventory, options: RunOptions, events: EventSink, run_id: str,
-                 stop: threading.Event | None = None, transport_factory=None) -> RunOutcome:
-    """Run every play of `playbook` on `inventory`; events go to `events`; never raises for host problems."""
-    return _Run(playbook, inventory, options, events, run_id, stop, transport_factory).run()
+                 modules: dict, stop: threading.Event | None = None, transport_factory=None) -> RunOutcome:
+    """Run every play of `playbook` on `inventory` with `modules` (name -> Module class); events
+    go to `events`; never raises for host problems."""
+    return _Run(playbook, inventory, options, events, run_id, modules, stop, transport_factory).run()

@@ -15,7 +15,7 @@ from fleetops.engine.connection.runlock import HostBusy
 from fleetops.engine.inventory import _bool
 from fleetops.engine.templating import Templar, TemplateError, mark_unsafe
 from fleetops.errors import Unreachable
-from fleetops.modules.base import Arg, TaskContext
+from fleetops.engine.module import Arg, TaskContext
 
 FALSE_STRINGS = {"false", "no", "off", "0", "n", "", "none"}
 # A play or inventory variable: false runs this host's payloads at the priority of the login.
@@ -271,8 +271,8 @@ class TaskRunner:
         while True:
             attempt += 1
             res = self._call(module_cls, ctx, args)
-            if ctx.extra.get("delegate_to") and isinstance(res, dict):
-                res.setdefault("delegated_host", ctx.extra["delegate_to"])
+            if ctx.delegate_to and isinstance(res, dict):
+                res.setdefault("delegated_host", ctx.delegate_to)
             if res.get("unreachable"):
                 return res
             cond_vars = variables
@@ -386,10 +386,9 @@ class TaskRunner:
         return TaskContext(
             host=self.host, transport=transport, variables=variables, check=check, diff=diff,
             host_dir=run.host_dir(self.host), payload=payload,
-            project_dir=getattr(self.pctx.play, "base_dir", None) or run.playbook_dir,
-            templar=self.templar,
-            extra={"become_user": become_user, "delegated": delegated, "delegate_to": target, "run_id": run.run_id,
-                   "results_dir": run.options.results_dir, "stop": run.stop, "task": task,
-                   "scrub": lambda text: _secrets.scrub(text, self.secrets)},
+            project_dir=self.pctx.play.base_dir or run.playbook_dir,
+            templar=self.templar, run_id=run.run_id, become_user=become_user, delegate_to=target,
+            task=task, stop=run.stop, role_path=task.role_path,
+            scrub=lambda text: _secrets.scrub(text, self.secrets),
         )
 

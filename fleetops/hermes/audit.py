@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from fleetops.display import Col, FittedTable
 from fleetops.engine.events import EventSink
-from fleetops.modules.base import Arg, Module, TaskContext, result
+from fleetops.engine.module import Arg, Module, TaskContext, result
 
 VERDICT_STYLES = {
     "healthy": "green", "fts_index_damage": "yellow", "index_damage": "yellow",
@@ -113,7 +113,6 @@ class HermesAudit(Module):
     def run(self, ctx: TaskContext, args: dict) -> dict:
         pargs = {k: v for k, v in args.items() if v not in (None, "") and k != "timeout"}
         pargs["deep"] = _as_bool(args.get("deep"))
-        pargs["_check"] = ctx.check
         res = ctx.payload("hermes_audit", pargs, timeout=args.get("timeout"))
         if not isinstance(res, dict):
             return result(failed=True, msg=f"hermes_audit payload returned {type(res).__name__}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fleetops.engine import payload
 from fleetops.errors import BadInput
-from fleetops.modules.base import Arg, Module, TaskContext, result
+from fleetops.engine.module import Arg, Module, TaskContext, result
 
 REMOTE_DIR = payload.REMOTE_DIR
 
