@@ -74,7 +74,6 @@ def parse_extra_vars(items) -> dict:
     out: dict = {}
     for item in items or []:
         text = item.strip()
-        where = f"-e {item!r}" if len(item) < 60 else "-e"
         if not text:
             raise BadInput("empty extra variable", where="-e")
         if text.startswith("@"):

@@ -20,8 +20,8 @@ from rich.table import Table
 from rich.text import Text
 
 from fleetops.engine.events import EventSink
-from fleetops.engine.results import (COUNTERS, clean, clean_options, clean_per_host, counter_increments, printable,
-                                     result_status, scrub_text)
+from fleetops.engine.recap import COUNTERS, count, result_status, zero
+from fleetops.engine.results import clean, clean_options, clean_per_host, printable, scrub_text
 
 STYLES = {
     "ok": "green", "changed": "yellow", "failed": "bold red", "unreachable": "bold magenta",
@@ -332,7 +332,7 @@ class LiveDisplay(EventSink):
         with self._lock:
             self.play_hosts = list(hosts)
             for h in hosts:
-                self.stats.setdefault(h, {k: 0 for k in COUNTERS})
+                self.stats.setdefault(h, zero())
         self._print(Text(""))
         self._print(f"[bold blue]PLAY[/] [bold]{self._t(play_name)}[/] [dim]({len(hosts)} host(s))[/]")
 
@@ -360,9 +360,7 @@ class LiveDisplay(EventSink):
         with self._lock:
             self.in_flight.pop(host, None)
             self.totals[status] += 1
-            counters = self.stats.setdefault(host, {k: 0 for k in COUNTERS})
-            for k in counter_increments(status):
-                counters[k] += 1
+            count(self.stats.setdefault(host, zero()), result)
             if self.progress is not None:
                 self.progress["counts"][status] += 1
         if self.tasks_view and status in ("ok", "changed", "skipped") and module != "debug":
@@ -463,9 +461,7 @@ class JsonCollector(EventSink):
                                             and ended is not None else None),
                      "result": self._c(result)}
             task["results"][self._c(host)] = entry
-            counters = self.doc["stats"].setdefault(self._c(host), {k: 0 for k in COUNTERS})
-            for k in counter_increments(status):
-                counters[k] += 1
+            count(self.doc["stats"].setdefault(self._c(host), zero()), result)
 
     def host_facts(self, host, facts):
         with self._lock:

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from fleetops.display import RUN_STYLES, STYLES, Col, FittedTable, excerpt, recap_table
-from fleetops.engine.results import COUNTERS
+from fleetops.engine.recap import COUNTERS
 
 
 def _when(ts) -> str:

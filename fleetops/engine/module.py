@@ -77,6 +77,7 @@ class Module:
     free_form: bool = False       # command/shell: `command: echo hi` sets args["cmd"]
     runs_on_controller: bool = False  # set_fact, debug, assert: no connection needed
     any_args: bool = False        # set_fact: every key is accepted (a variable name), `args` lists the special ones
+    uses_become: bool = True      # False: runs as the login user even when the task or host has become
 
     def run(self, ctx: TaskContext, args: dict) -> dict:
         raise NotImplementedError

@@ -24,6 +24,7 @@ from pathlib import Path
 from fleetops.engine import results_backend as _backend
 from fleetops.engine import secrets as _secrets
 from fleetops.engine.events import EventSink
+from fleetops.engine.recap import COUNTERS, increments, result_status
 
 SCHEMA_VERSION = 2
 DEFAULT_RESULTS_DIR = "fleetops-runs"
@@ -33,8 +34,6 @@ BATCH_ROWS = 200        # task results written in one transaction at most; every
 BATCH_SECONDS = 0.5     # before the next task starts, and none waits longer than this
 REDACTED = "********"
 
-STATUSES = ("ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")
-COUNTERS = ("ok", "changed", "unreachable", "failed", "skipped", "rescued", "ignored")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -177,32 +176,6 @@ def collect_secret_values(variables) -> set:
 
 def _dumps(obj) -> str:
     return json.dumps(obj, ensure_ascii=False, default=str, sort_keys=False)
-
-
-def result_status(result: dict) -> str:
-    """One word for a host's task result, in the order the recap cares about."""
-    if result.get("unreachable"):
-        return "unreachable"
-    if result.get("rescued"):
-        return "rescued"
-    if result.get("ignored"):
-        return "ignored"
-    if result.get("failed"):
-        return "failed"
-    if result.get("skipped"):
-        return "skipped"
-    if result.get("changed"):
-        return "changed"
-    return "ok"
-
-
-def counter_increments(status: str) -> tuple:
-    """Recap counters a result adds to (Ansible's convention: changed and ignored also count as ok)."""
-    return {
-        "ok": ("ok",), "changed": ("ok", "changed"), "failed": ("failed",),
-        "unreachable": ("unreachable",), "skipped": ("skipped",),
-        "rescued": ("rescued",), "ignored": ("ok", "ignored"),
-    }[status]
 
 
 # --- controller process liveness -----------------------------------------------------------
@@ -452,6 +425,7 @@ class ResultsStore(EventSink):
     def host_result(self, host, play_index, task_index, task_name, module, result, started, ended):
         result = result or {}
         status = result_status(result)
+        incs = increments(result)
         clean_result = self.clean(result)
         msg = clean_result.get("msg") if isinstance(clean_result, dict) else None
         duration = result.get("duration")
@@ -460,7 +434,7 @@ class ResultsStore(EventSink):
         row = (self.run_id, host, play_index, task_index, self.text(task_name), self.text(module), status,
                None if msg is None else str(msg), started, ended, duration, _dumps(clean_result))
         with self._lock:
-            self._pending.append(row)
+            self._pending.append((row, incs))
             full = len(self._pending) >= BATCH_ROWS
             if not full and self._flush_timer is None:
                 self._flush_timer = threading.Timer(BATCH_SECONDS, self.flush)
@@ -483,12 +457,12 @@ class ResultsStore(EventSink):
     def _write_results(c, rows: list) -> None:
         c.executemany(
             "INSERT INTO task_results(run_id, host, play_index, task_index, task_name, module, status,"
-            " msg, started, ended, duration, result) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+            " msg, started, ended, duration, result) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", [r for r, _ in rows])
         per_host: dict = {}
-        for r in rows:
+        for r, incs in rows:
             counts = per_host.setdefault((r[0], r[1]), {})
             counts["last_seen"] = max(counts.get("last_seen", 0.0), r[9] or time.time())
-            for k in counter_increments(r[6]):
+            for k in incs:
                 counts[k] = counts.get(k, 0) + 1
         for (run_id, h), counts in per_host.items():
             last = counts.pop("last_seen")

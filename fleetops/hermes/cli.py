@@ -9,10 +9,9 @@ what needs acting on, and the table names the hosts that could not be audited.
 from __future__ import annotations
 
 import json
-import os
 import sys
 
-from fleetops.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, BadInput
+from fleetops.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED
 from fleetops.options import SECRETS, results_target
 
 EXIT_NOT_HEALTHY = 5

@@ -10,8 +10,9 @@ import time
 
 import pytest
 
+from fleetops.engine.recap import result_status
 from fleetops.engine.results import (BATCH_SECONDS, SCHEMA_VERSION, ResultsStore, integrity_ok, new_run_id,
-                                     pid_alive, result_status)
+                                     pid_alive)
 
 SECRET = "s3cr3t-Hunter2-value"
 
