@@ -105,16 +105,6 @@ def parse_extra_vars(items) -> dict:
     return out
 
 
-def _host_name(h) -> str:
-    return h if isinstance(h, str) else str(getattr(h, "name", h))
-
-
-def _host_names(hosts) -> list:
-    if isinstance(hosts, dict):
-        return [str(k) for k in hosts]
-    return [_host_name(h) for h in (hosts or [])]
-
-
 def _require_file(path: str, what: str) -> None:
     if not os.path.exists(path):
         raise BadInput(f"{what} not found", where=path)
@@ -143,7 +133,7 @@ def _ansible_cfg(args):
     from fleetops.engine.ansiblecfg import load_config
 
     cfg = load_config()
-    if not getattr(args, "inventory", None):
+    if not args.inventory:
         if len(cfg.inventory) > 1:
             raise BadInput(f"ansible.cfg names {len(cfg.inventory)} inventories; fleetops reads one: give -i",
                            where=cfg.path)
@@ -192,7 +182,7 @@ def cmd_hosts(args) -> int:
 
     inventory = load_inventory(args.inventory)
     secret_values = _secret_values(inventory, {})
-    names = _host_names(inventory.select(args.limit or "all"))
+    names = inventory.select(args.limit or "all")
     if not names:
         raise BadInput(f"pattern {args.limit or 'all'!r} matches no host", where=args.inventory)
     data = {h: clean(inventory.get_vars(h) or {}, secret_values) for h in names}
@@ -317,19 +307,6 @@ def _report_html(args, results_dir: str, results_db: str | None) -> int:
     return 0
 
 
-def _lab_inventory(result, lab):
-    for obj in (result, lab):
-        if isinstance(obj, (str, os.PathLike)):
-            return os.fspath(obj)
-        if isinstance(obj, dict) and obj.get("inventory"):
-            return str(obj["inventory"])
-        for attr in ("inventory", "inventory_path"):
-            val = getattr(obj, attr, None)
-            if isinstance(val, (str, os.PathLike)):
-                return os.fspath(val)
-    return None
-
-
 def cmd_lab(args) -> int:
     from fleetops.lab.lab import Lab
     kwargs = {}
@@ -339,37 +316,31 @@ def cmd_lab(args) -> int:
         kwargs["prefix"] = args.prefix
     lab = Lab(**kwargs)
     if args.lab_cmd == "up":
-        mixed = getattr(args, "with_kinds", None)
-        result = lab.up(args.n, mixed=mixed or (), per_sshd=args.per_sshd)
-        inv = _lab_inventory(result, lab)
+        mixed = args.with_kinds
+        inv = str(lab.up(args.n, mixed=mixed or (), per_sshd=args.per_sshd)["inventory"])
         print(f"lab: {args.n} sshd host(s) up" + (f", plus mixed: {mixed}" if mixed else ""))
-        if inv:
-            print(f"inventory: {inv}")
-            print(f"next: fleetops hosts -i {shlex.quote(inv)}")
-            for step in registry().next_steps:
-                print("      " + step.format(inventory=shlex.quote(inv)))
+        print(f"inventory: {inv}")
+        print(f"next: fleetops hosts -i {shlex.quote(inv)}")
+        for step in registry().next_steps:
+            print("      " + step.format(inventory=shlex.quote(inv)))
         return 0
     if args.lab_cmd == "down":
-        stopped = lab.down()
-        print(f"lab: stopped {len(stopped) if isinstance(stopped, (list, tuple)) else 'all'} sshd(s)")
+        print(f"lab: stopped {len(lab.down())} sshd(s)")
         return 0
     status = lab.status()
-    if isinstance(status, list) and all(isinstance(r, dict) for r in status):
-        if not status:
-            print("lab: no hosts (fleetops lab up N starts some)")
-        else:
-            from rich.table import Table
-            table = Table()
-            cols = list(status[0])
-            for c in cols:
-                table.add_column(str(c))
-            for r in status:
-                table.add_row(*(str(r.get(c, "")) for c in cols))
-            _console().print(table)
-    elif status is not None:
-        print(json.dumps(status, indent=2, default=str) if isinstance(status, dict) else status)
-    inv = _lab_inventory(None, lab)
-    if inv and os.path.exists(inv):
+    if not status:
+        print("lab: no hosts (fleetops lab up N starts some)")
+    else:
+        from rich.table import Table
+        table = Table()
+        cols = list(status[0])
+        for c in cols:
+            table.add_column(str(c))
+        for r in status:
+            table.add_row(*(str(r.get(c, "")) for c in cols))
+        _console().print(table)
+    inv = lab.inventory_path
+    if os.path.exists(inv):
         print(f"inventory: {inv}")
     return 0
 

@@ -36,11 +36,6 @@ VIEWS = ("auto", "hosts", "tasks")
 RECAP_ROWS = 50        # in the tasks view, the recap lists at most this many hosts that did not go well
 
 
-def _opt(options, name):
-    """Options arrive as a dict (or a RunOptions dataclass): read one either way."""
-    return options.get(name) if isinstance(options, dict) else getattr(options, name, None)
-
-
 def excerpt(msg, limit: int = MSG_EXCERPT) -> str:
     """First non-empty line of a message, shortened: failures stay one line each."""
     if msg is None:
@@ -217,7 +212,6 @@ class LiveDisplay(EventSink):
         self.stats: dict[str, dict] = {}
         self.totals = {k: 0 for k in ("ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")}
         self.play_hosts: list = []
-        self.current_task = None
         self.final_stats = None
 
     def _t(self, s) -> str:
@@ -299,7 +293,7 @@ class LiveDisplay(EventSink):
         self.run_id = run_id
         self.started = time.monotonic()
         self._print(f"[bold]fleetops run {self._t(run_id)}[/]: {self._t(playbook)} on {self._t(inventory)}"
-                    + (" [yellow](check mode)[/]" if _opt(options, "check") else ""))
+                    + (" [yellow](check mode)[/]" if options.get("check") else ""))
         if self.use_live:
             self._live = Live(console=self.console, get_renderable=self._render_live,
                               refresh_per_second=self.refresh_per_second,
@@ -344,7 +338,6 @@ class LiveDisplay(EventSink):
     def task_start(self, play_index, task_index, task_name, module, hosts):
         self._end_task()
         with self._lock:
-            self.current_task = task_name
             self.progress = {"name": task_name, "total": len(hosts), "started": time.monotonic(),
                              "counts": {k: 0 for k in ("ok", "changed", "failed", "unreachable", "skipped",
                                                        "rescued", "ignored")}}

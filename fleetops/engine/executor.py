@@ -32,6 +32,7 @@ from fleetops.engine.taskrun import Frame, GatherFacts, HostState, TaskRunner, f
 from fleetops.engine.templating import Templar, TemplateError
 from fleetops.engine.connection.transport import ConnParams
 from fleetops.engine.validate import load_vars_file
+from fleetops.engine.variables import layered
 from fleetops.errors import (EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, BadInput,
                              Unreachable)
 
@@ -595,32 +596,21 @@ class _Run:
         }
 
     def task_vars(self, pctx: _Play, host: str, task, frame: Frame, check: bool) -> dict:
-        """inventory < facts < play vars < vars_files < block/task vars < registered/set_fact < extra vars."""
+        """Every variable the task sees, in the order of engine/variables.py."""
         st = self.state(host)
-        v = dict(task.defaults or {})   # role defaults: the lowest precedence
-        v.update(self.inventory_vars(host))
-        v.update(st.facts)
-        v.update(pctx.play.vars or {})
-        v.update(pctx.vars_files)
-        v.update(task.vars or {})
-        v.update(st.persistent)
-        v.update(self.options.extra_vars or {})
-        v.update(self._magic(pctx, host, check))
-        return v
+        return layered(role_defaults=task.defaults, inventory=self.inventory_vars(host), facts=st.facts,
+                       play_vars=pctx.play.vars, vars_files=pctx.vars_files, task_vars=task.vars,
+                       persistent=st.persistent, extra_vars=self.options.extra_vars,
+                       magic=self._magic(pctx, host, check))
 
     def host_view(self, pctx: _Play, host: str) -> dict:
         """What `hostvars[host]` shows: everything but task-level vars."""
         st = self.state(host)
         with self.lock:
             persistent = dict(st.persistent)
-        v = dict(self.inventory_vars(host))
-        v.update(st.facts)
-        v.update(pctx.play.vars or {})
-        v.update(pctx.vars_files)
-        v.update(persistent)
-        v.update(self.options.extra_vars or {})
-        v.update(inventory_hostname=host, inventory_hostname_short=short_name(host))
-        return v
+        return layered(inventory=self.inventory_vars(host), facts=st.facts, play_vars=pctx.play.vars,
+                       vars_files=pctx.vars_files, persistent=persistent, extra_vars=self.options.extra_vars,
+                       magic={"inventory_hostname": host, "inventory_hostname_short": short_name(host)})
 
     @staticmethod
     def secret_values(variables: dict) -> set:

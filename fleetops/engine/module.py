@@ -79,6 +79,10 @@ class Module:
     any_args: bool = False        # set_fact: every key is accepted (a variable name), `args` lists the special ones
     uses_become: bool = True      # False: runs as the login user even when the task or host has become
 
+    @classmethod
+    def check_static(cls, args: dict, where: str) -> None:
+        """Refuse (BadInput) an argument whose meaning is known before any template is rendered."""
+
     def run(self, ctx: TaskContext, args: dict) -> dict:
         raise NotImplementedError
 

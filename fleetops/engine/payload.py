@@ -327,11 +327,10 @@ def run_modules(transport, modules: dict, entry: str, args: dict, python: str | 
                 low_priority: bool = True) -> dict:
     """Lower level of run_payload: ship an explicit {dotted name: source} bundle; `label` names
     the payload in messages (default: the entry module's last name)."""
-    params = getattr(transport, "params", None)
     if python is None:
-        python = getattr(params, "python", None)
+        python = transport.params.python
     if timeout is None:
-        timeout = getattr(params, "command_timeout", None)
+        timeout = transport.params.command_timeout
     label = label or entry.rsplit(".", 1)[-1]
     marker = f"--fleetops-result-{uuid.uuid4().hex}--"
     try:

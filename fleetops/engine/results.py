@@ -32,7 +32,6 @@ DB_NAME = "runs.db"
 BUSY_TIMEOUT_MS = _backend.BUSY_TIMEOUT_MS
 BATCH_ROWS = 200        # task results written in one transaction at most; every task's are written
 BATCH_SECONDS = 0.5     # before the next task starts, and none waits longer than this
-REDACTED = "********"
 
 
 _SCHEMA = """

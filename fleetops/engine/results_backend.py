@@ -132,7 +132,6 @@ class PgConnection:
         except ImportError:
             raise OSError(0, "a PostgreSQL results store needs psycopg: pip install 'fleetops[postgresql]'",
                           redact(url)) from None
-        self._psycopg = psycopg
         try:
             self._conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
         except psycopg.Error as exc:

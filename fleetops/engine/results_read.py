@@ -21,7 +21,6 @@ class StoreReader:
 
     def __init__(self, results_dir: str | os.PathLike, db_url: str | None = None):
         self.results_dir = Path(results_dir)
-        self.backend = "postgresql" if db_url else "sqlite"
         self.location = _backend.redact(db_url) if db_url else str(self.results_dir / DB_NAME)
         if db_url:
             self._conn = _backend.PgConnection(db_url)

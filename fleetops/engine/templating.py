@@ -629,11 +629,6 @@ class Templar:
             parent, node = node, node.node
         return (parent, node) if isinstance(node, nodes.Name) else (None, None)
 
-    def check_syntax(self, value: Any, conditional: bool = False) -> None:
-        """Raise TemplateError for the first Jinja2 syntax error inside `value`."""
-        for _ in self._asts(value, conditional):
-            pass
-
     def undeclared(self, value: Any, conditional: bool = False) -> set[str]:
         """Top-level variables `value` needs, ignoring names only under `is defined` / `default`.
 

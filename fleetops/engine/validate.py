@@ -151,7 +151,7 @@ def _select(play: Play, inventory, grouping: bool = False) -> list:
     if not hosts and grouping:
         return list(inventory.select("all"))
     if not hosts:
-        inv = getattr(inventory, "path", None) or "(inventory)"
+        inv = inventory.path or "(inventory)"
         raise BadInput(f"hosts pattern '{play.hosts}' matches no host in inventory {inv}", where=where)
     return hosts
 
@@ -186,7 +186,7 @@ def check_inventory_templates(templar: Templar, inventory, host: str, variables:
                     continue    # left to render time, where a use of it fails (as in Ansible)
                 if origins is None and hasattr(inventory, "var_origins"):
                     origins = inventory.var_origins(host)
-                where = (origins or {}).get(name) or getattr(inventory, "path", None)
+                where = (origins or {}).get(name) or inventory.path
                 raise BadInput(f"host '{host}': variable '{name}': {exc.msg}", where=where) from None
             seen.add(text)
 
@@ -224,7 +224,7 @@ def check_connections(inventory, hosts, extra_vars: dict | None = None, playbook
             try:
                 check_private_key(params.key_file)
             except BadInput as exc:
-                raise BadInput(f"host {host}: {exc.msg}", where=exc.where or getattr(inventory, "path", None)) from None
+                raise BadInput(f"host {host}: {exc.msg}", where=exc.where or inventory.path) from None
 
 
 def _resolve_limits(templar: Templar, play: Play, files: list, extra_vars: dict) -> None:

@@ -89,7 +89,6 @@ class HermesAudit(Module):
     """Read-only audit of every Hermes profile's state.db on the host (one payload round trip)."""
 
     name = "hermes_audit"
-    check_mode_support = True  # it never changes anything, so check mode runs it as is
     args = {
         "deep": Arg((bool, str), default=False),
         "hermes_home": Arg(str, default=None),
@@ -360,7 +359,7 @@ def store_audit(store, run_id: str, results: dict) -> None:
     """Figures per run/host/profile (audit_db) and per run/host tooling (audit_host) into runs.db."""
     ensure_tables(store)
     rows = rows_from(results)
-    clean = getattr(store, "clean", lambda x: x)
+    clean = store.clean
     with store.connect() as c:
         for r in rows:
             c.execute("INSERT OR REPLACE INTO audit_db VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (

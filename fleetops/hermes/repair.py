@@ -1,4 +1,4 @@
-"""Controller side of the repair (issue 5): one thin module per host step.
+"""Controller side of the repair: one thin module per host step.
 
 Each module declares its arguments (validated before any host is contacted), calls its host
 payload (fleetops/remote/hermes_*.py, one round trip) with the right action, passes check

@@ -130,8 +130,7 @@ def run_program(ctx: TaskContext, args: dict, line: str, shown: str) -> dict:
     else:
         msg = ""
     extra = {}
-    dropped = {name: n for name, n in (("stdout", getattr(res, "stdout_dropped", 0)),
-                                       ("stderr", getattr(res, "stderr_dropped", 0))) if n}
+    dropped = {name: n for name, n in (("stdout", res.stdout_dropped), ("stderr", res.stderr_dropped)) if n}
     if dropped:
         note = "; ".join(f"{name} truncated: kept the first {size_text(MAX_COMMAND_OUTPUT)}, "
                          f"discarded {n} more bytes" for name, n in dropped.items())

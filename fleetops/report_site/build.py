@@ -86,10 +86,7 @@ class Site:
 
         Returns [{name, href, bytes}]; a file over EVIDENCE_MAX_BYTES is linked where it lies.
         """
-        src_dir = getattr(self.reader, "evidence_dir", None)
-        if src_dir is None:
-            return []
-        base = Path(src_dir(run_id, host))
+        base = Path(self.reader.evidence_dir(run_id, host))
         root = base / under if under else base
         if not root.is_dir():
             return []
@@ -156,7 +153,7 @@ def build(reader, out: str | os.PathLike, since: float | None = None, source: st
     for view in views:
         view.contribute(site)
     _runs_and_hosts(site)
-    site.finish(source or str(getattr(reader, "location", "")))
+    site.finish(source or str(reader.location))
     return {"out": str(site.out), "pages": len(site.pages), "runs": len(site.runs), "files": site.files,
             "bytes": site.bytes, "seconds": time.perf_counter() - t0}
 

@@ -36,7 +36,6 @@ import time
 from fleetops.engine.payload import DEFAULT_PYTHONS
 from fleetops.errors import EXIT_HOST_FAILED, FleetopsError
 
-LOCK_PATH = "~"                 # flock(2) on the home directory itself: no file is ever created
 TAG = "fleetops-run-lock"
 HELD = "FLEETOPS_RUN_LOCK_HELD"
 BUSY = "FLEETOPS_RUN_LOCK_BUSY"
@@ -170,9 +169,9 @@ def acquire(transport, run_id: str, timeout: float | None = None) -> RunLock | N
     start = getattr(transport, "start", None)
     if start is None:
         return None                       # the controller itself (local): nothing to serialise
-    params = getattr(transport, "params", None)
+    params = transport.params
     if timeout is None:
-        timeout = float(getattr(params, "command_timeout", 60) or 60)
+        timeout = float(params.command_timeout or 60)
     chan = start(lock_command(holder_record(run_id)))
     marker, rest = _read_marker(chan, timeout)
     if marker == HELD:
@@ -181,7 +180,7 @@ def acquire(transport, run_id: str, timeout: float | None = None) -> RunLock | N
         chan.close()
     except Exception:  # noqa: BLE001
         pass
-    name = getattr(params, "name", "") or "host"
+    name = params.name or "host"
     if marker == BUSY:
         try:
             record = json.loads(rest) if rest else {}

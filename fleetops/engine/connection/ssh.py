@@ -347,15 +347,13 @@ class SSHTransport(Transport):
 
     def _open_via_jump(self, timeout: float):
         p = self.params
-        jp = p.extra.get("jump_params") if isinstance(p.extra, dict) else None
-        if not isinstance(jp, ConnParams):
-            try:
-                juser, jhost, jport = parse_jump(p.proxy_jump)
-            except ValueError:
-                raise Unreachable(f"{self.where}: bad ProxyJump {p.proxy_jump!r} (want [user@]host[:port])")
-            jp = ConnParams(name=jhost, address=jhost, port=jport, user=juser, key_file=p.key_file,
-                            known_hosts=p.known_hosts, accept_new_host_keys=p.accept_new_host_keys,
-                            connect_timeout=p.connect_timeout, keepalive=p.keepalive)
+        try:
+            juser, jhost, jport = parse_jump(p.proxy_jump)
+        except ValueError:
+            raise Unreachable(f"{self.where}: bad ProxyJump {p.proxy_jump!r} (want [user@]host[:port])")
+        jp = ConnParams(name=jhost, address=jhost, port=jport, user=juser, key_file=p.key_file,
+                        known_hosts=p.known_hosts, accept_new_host_keys=p.accept_new_host_keys,
+                        connect_timeout=p.connect_timeout, keepalive=p.keepalive)
         self._jump = SSHTransport(jp)
         try:
             self._jump.connect()

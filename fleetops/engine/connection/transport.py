@@ -6,7 +6,7 @@ same way over SSH to a host and on the controller (`delegate_to: localhost`).
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass
@@ -38,7 +38,6 @@ class ConnParams:
     connect_timeout: float = 10.0
     command_timeout: float = 600.0
     keepalive: int = 15
-    extra: dict = field(default_factory=dict)
 
 
 class Transport(abc.ABC):
