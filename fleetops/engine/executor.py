@@ -28,9 +28,11 @@ from fleetops.engine.connection.local import LocalTransport
 from fleetops.engine.payload import run_payload
 from fleetops.engine.connection import runlock as _runlock
 from fleetops.engine.connection.runlock import HostBusy
+from fleetops.engine.connection.transport import ConnParams, Transport
+from fleetops.engine.module import Result
+from fleetops.engine.playbook.model import Play
 from fleetops.engine.taskrun import Frame, GatherFacts, HostState, TaskRunner, facts_task, record
 from fleetops.engine.templating import Templar, TemplateError
-from fleetops.engine.connection.transport import ConnParams
 from fleetops.engine.validate import load_vars_file
 from fleetops.engine.variables import layered
 from fleetops.errors import (EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, BadInput,
@@ -184,7 +186,7 @@ class HostVars(collections.abc.Mapping):
 
 @dataclass
 class _Play:
-    play: object
+    play: Play
     index: int
     hosts: list
     batch: list = field(default_factory=list)
@@ -222,7 +224,7 @@ class _Run:
         self.interrupted = False
         self._inv_vars: dict = {}
         self._params: dict = {}
-        self._groups = None
+        self._groups: dict | None = None
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, int(options.forks or 1)),
                                                           thread_name_prefix="fleetops-fork")
 
@@ -531,7 +533,7 @@ class _Run:
     # -- facts
     def _gather(self, pctx: _Play, live: list) -> list:
         task = facts_task(pctx.play)
-        self.events.task_start(pctx.index, pctx.facts_index, task.name, task.module, list(live))
+        self.events.task_start(pctx.index, pctx.facts_index, task_label(task), GatherFacts.name, list(live))
         pctx.active = self._live_hosts(pctx, live)
         futures = [self.pool.submit(self._host_task, pctx, task, h, Frame()) for h in live]
         outcomes: dict = {}
@@ -685,8 +687,8 @@ class _Run:
             st.connected = True
         return st.transport
 
-    def payload(self, transport, name: str, args: dict, python=None, become_user=None, timeout=None,
-                low_priority: bool = True) -> dict:
+    def payload(self, transport: Transport, name: str, args: dict, python=None, become_user=None, timeout=None,
+                low_priority: bool = True) -> Result:
         return run_payload(transport, name, args, python=python, become_user=become_user, timeout=timeout,
                            low_priority=low_priority)
 

@@ -41,7 +41,8 @@ def unquoted_in_shell(templar, task) -> list:
         tokens = list(templar.env.lex(cmd))
     except Exception:  # noqa: BLE001 - validation reports syntax errors itself
         return []
-    inside, src, names = False, [], False
+    inside, names = False, False
+    src: list = []
     for _, kind, val in tokens:
         if kind == "variable_begin":
             inside, src, names = True, [], False

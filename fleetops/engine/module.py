@@ -8,26 +8,29 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, Optional, Protocol, TypedDict
+from typing import Any, Callable, Iterable, Optional, Protocol, TypedDict
 
 from fleetops.engine.templating import Templar
 from fleetops.engine.connection.transport import Transport
 
 
 class Result(TypedDict, total=False):
-    """The keys every module and payload result has (more may follow: a module's own data)."""
+    """A payload's (and a module's) result: the contract keys, then the payload's own data."""
 
     changed: bool
     failed: bool
     skipped: bool
     msg: str
-    unreachable: bool
+    unreachable: bool             # set by the engine: the connection was lost
     results: list                 # one result per loop item
     ansible_facts: dict           # set as host facts for the rest of the run
+    payload_seconds: float        # the round trip, measured on the controller
+    rc: int                       # a payload that did not finish: its exit status and stderr tail
+    stderr: str
 
 
 class Payload(Protocol):
-    def __call__(self, name: str, args: dict, timeout: Optional[float] = None) -> Dict[str, Any]: ...
+    def __call__(self, name: str, args: dict, timeout: Optional[float] = None) -> Result: ...
 
 
 @dataclass

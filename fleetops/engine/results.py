@@ -250,7 +250,7 @@ class ResultsStore(EventSink):
         self.results_dir = Path(results_dir or DEFAULT_RESULTS_DIR)
         self.db_url = db_url
         # what may be shown: the file, or the URL without its password
-        self.db_path = _backend.redact(db_url) if db_url else self.results_dir / DB_NAME
+        self.db_path: str | Path = _backend.redact(db_url) if db_url else self.results_dir / DB_NAME
         self.secret_values = set(secret_values or ())
         if db_url:
             self.secret_values |= _backend.url_secrets(db_url)
@@ -261,7 +261,7 @@ class ResultsStore(EventSink):
         self._flush_timer: threading.Timer | None = None
         if create:
             self.results_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        elif not db_url and not self.db_path.exists():
+        elif not db_url and not Path(self.db_path).exists():
             raise FileNotFoundError(2, "no results store here (no run recorded yet)", str(self.db_path))
         self._conn = self._open()
         self._init_schema()
@@ -269,7 +269,7 @@ class ResultsStore(EventSink):
     def _open(self, readonly: bool = False):
         if self.db_url:
             return _backend.PgConnection(self.db_url)
-        return _backend.open_sqlite(self.db_path, readonly=readonly)
+        return _backend.open_sqlite(Path(self.db_path), readonly=readonly)
 
     @property
     def location(self) -> str:

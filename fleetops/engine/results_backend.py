@@ -20,6 +20,7 @@ import sqlite3
 import sys
 import threading
 import time
+from typing import cast
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -197,7 +198,7 @@ class PgConnection:
     def executemany(self, sql: str, seq):
         with self._lock:
             cur = self._conn.cursor(row_factory=_row_factory)
-            cur.executemany(self.translate(sql), [tuple(p) for p in seq])
+            cur.executemany(cast(str, self.translate(sql)), [tuple(p) for p in seq])
             return cur
 
     def prepare_schema(self) -> None:

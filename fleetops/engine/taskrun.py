@@ -14,7 +14,7 @@ from typing import Any
 from fleetops.engine import secrets as _secrets
 from fleetops.engine.connection.runlock import HostBusy
 from fleetops.engine.inventory import _bool
-from fleetops.engine.module import Arg, Module, TaskContext
+from fleetops.engine.module import Arg, Module, Result, TaskContext
 from fleetops.engine.playbook.model import Task
 from fleetops.engine.templating import Templar, TemplateError, mark_unsafe
 from fleetops.errors import Unreachable
@@ -116,7 +116,7 @@ class GatherFacts(Module):
         res = ctx.payload("facts", {})
         if not res.get("failed") and not isinstance(res.get("ansible_facts"), dict):
             return failed_result("the facts payload returned no ansible_facts")
-        return res
+        return dict(res)
 
 
 def facts_task(play) -> Task:
@@ -201,7 +201,7 @@ def _coerce(value, spec: Arg):
     return value
 
 
-def prepare_args(module_cls, rendered: dict, omit: str) -> dict:
+def prepare_args(module_cls, rendered: dict, omit: str | None) -> dict:
     """Drop `omit`ted arguments, fill declared defaults, coerce rendered scalars."""
     args = {k: v for k, v in (rendered or {}).items() if not (isinstance(v, str) and v == omit)}
     for name, spec in (module_cls.args or {}).items():
@@ -260,10 +260,8 @@ class TaskRunner:
         self.secrets |= self.run.state(self.host).secrets
         conditions = as_list(task.when)
         if task.loop is None:
-            ok, res = self._when(conditions, variables)
-            if not ok:
-                return res
-            return self._run_once(variables)
+            res = self._when(conditions, variables)
+            return res if res is not None else self._run_once(variables)
         try:
             items = self._loop_items(variables)
         except TemplateError as e:
@@ -276,8 +274,8 @@ class TaskRunner:
             iv = dict(variables)
             iv[loop_var] = item
             iv["ansible_loop_var"] = loop_var
-            ok, res = self._when(conditions, iv)
-            if ok:
+            res = self._when(conditions, iv)
+            if res is None:
                 res = self._run_once(iv)
             res[loop_var] = item
             res["ansible_loop_var"] = loop_var
@@ -309,16 +307,17 @@ class TaskRunner:
             raise TemplateError(f"loop needs a list, got {type(value).__name__}")
         return list(value)
 
-    def _when(self, conditions: list, variables: dict) -> tuple[bool, dict | None]:
+    def _when(self, conditions: list, variables: dict) -> dict | None:
+        """None when every condition holds, else the task's skipped (or failed) result."""
         for cond in conditions:
             try:
                 if not evaluate_condition(self.templar, cond, variables):
-                    return False, skipped_result("Conditional result was False",
-                                                 skip_reason="Conditional result was False",
-                                                 false_condition=cond if isinstance(cond, (str, bool)) else str(cond))
+                    return skipped_result("Conditional result was False",
+                                          skip_reason="Conditional result was False",
+                                          false_condition=cond if isinstance(cond, (str, bool)) else str(cond))
             except TemplateError as e:
-                return False, failed_result(f"error evaluating when ({cond}): {e}")
-        return True, None
+                return failed_result(f"error evaluating when ({cond}): {e}")
+        return None
 
     # -- one execution (one item)
     def _run_once(self, variables: dict) -> dict:
@@ -457,14 +456,13 @@ class TaskRunner:
             low = self.templar.render(low, variables)
         low = _bool(low) if low not in (None, "") else True
 
-        def payload(name: str, pargs: dict, timeout: float | None = None) -> dict:
+        def payload(name: str, args: dict, timeout: float | None = None) -> Result:
             if transport is None:
                 raise RuntimeError(f"module {module_cls.name} runs on the controller and has no host connection")
             if low is None:
-                return {"changed": False, "failed": True, "skipped": False,
-                        "msg": f"variable '{LOW_PRIORITY_VAR}' must be true or false, got "
-                               f"{variables.get(LOW_PRIORITY_VAR)!r}"}
-            return run.payload(transport, name, payload_args(pargs, check, diff), python=python,
+                return failed_result(f"variable '{LOW_PRIORITY_VAR}' must be true or false, got "
+                                     f"{variables.get(LOW_PRIORITY_VAR)!r}")
+            return run.payload(transport, name, payload_args(args, check, diff), python=python,
                                become_user=become_user, timeout=timeout, low_priority=low)
 
         return TaskContext(

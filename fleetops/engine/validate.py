@@ -56,7 +56,8 @@ class _Checker:
         self.templar = templar
         self.handlers = handlers
 
-    def check(self, value, known: set, where: str, conditional: bool = False, guards: frozenset = frozenset()):
+    def check(self, value, known: set, where: str | None, conditional: bool = False,
+              guards: frozenset = frozenset()):
         try:
             needed = self.templar.undeclared(value, conditional=conditional)
             if needed:
@@ -73,7 +74,7 @@ class _Checker:
         except TemplateError as exc:
             raise BadInput(exc.msg, where=where) from None
 
-    def check_tree(self, value, known: set, where: str, guards: frozenset):
+    def check_tree(self, value, known: set, where: str | None, guards: frozenset):
         """Templates anywhere in nested args, each reported at the key holding it."""
         if isinstance(value, dict):
             for k, v in value.items():
@@ -87,7 +88,7 @@ class _Checker:
         else:
             self.check(value, known, where, guards=guards)
 
-    def check_vars(self, variables: dict, known: set, fallback: str, guards=frozenset()):
+    def check_vars(self, variables: dict, known: set, fallback: str | None, guards=frozenset()):
         for k, v in variables.items():
             kw = variables.key_where(k) if isinstance(variables, Mapping) else fallback
             self.check_tree(v, known, kw, guards)
@@ -109,7 +110,7 @@ class _Checker:
             if isinstance(getattr(task, key), str) and key in task.positions:
                 self.check(getattr(task, key), scope, task.key_where(key), guards=guards)
         if task.is_block:
-            for sub in task.block:
+            for sub in task.block or ():
                 self.task(sub, scope, guards, rescue)
             for sub in task.rescue or ():
                 self.task(sub, scope, guards, True)
@@ -118,7 +119,7 @@ class _Checker:
             return
         if task.loop is not None:
             self.check_tree(task.loop, known | set(task.vars), task.key_where("loop"), guards)
-        self.check_tree(task.args, scope, task.key_where(task.module), guards)
+        self.check_tree(task.args, scope, task.key_where(str(task.module)), guards)
         for key in ("until", "failed_when", "changed_when"):
             value = getattr(task, key)
             if value is not None:
@@ -264,7 +265,7 @@ def validate(playbook: Playbook, inventory, extra_vars: dict, modules: dict) -> 
             host_vars = inventory.get_vars(host)
             inv_names |= set(host_vars)
             check_inventory_templates(templar, inventory, host, host_vars, seen_templates)
-        files = []
+        files: list = []
         for path, where in zip(play.vars_files, play.vars_files_where):
             if not os.path.isfile(path):
                 raise BadInput(f"vars file not found: {path}", where=where)

@@ -21,6 +21,7 @@ import socket
 import stat
 import threading
 import time
+from typing import cast
 
 import paramiko
 from paramiko.common import cMSG_CHANNEL_REQUEST
@@ -113,7 +114,8 @@ def _parse_known_hosts(path: str) -> list:
 
 def read_known_hosts(path: str, name: str) -> tuple[list[tuple[str, bytes]], list[bytes]]:
     """(known (keytype, blob) entries, revoked blobs) for `name`; hashed entries included."""
-    known, revoked = [], []
+    known: list = []
+    revoked: list = []
     try:
         entries = _cached("known_hosts", path, _parse_known_hosts)
     except FileNotFoundError:
@@ -348,7 +350,7 @@ class SSHTransport(Transport):
     def _open_via_jump(self, timeout: float):
         p = self.params
         try:
-            juser, jhost, jport = parse_jump(p.proxy_jump)
+            juser, jhost, jport = parse_jump(p.proxy_jump or "")
         except ValueError:
             raise Unreachable(f"{self.where}: bad ProxyJump {p.proxy_jump!r} (want [user@]host[:port])")
         jp = ConnParams(name=jhost, address=jhost, port=jport, user=juser, key_file=p.key_file,
@@ -360,7 +362,7 @@ class SSHTransport(Transport):
         except Unreachable as e:
             raise Unreachable(f"{self.where}: jump host failed: {e}")
         try:
-            return self._jump._t.open_channel("direct-tcpip", (p.address, int(p.port)),
+            return cast(paramiko.Transport, self._jump._t).open_channel("direct-tcpip", (p.address, int(p.port)),
                                               ("127.0.0.1", 0), timeout=timeout)
         except (paramiko.SSHException, EOFError, OSError) as e:
             raise Unreachable(f"{self.where}: jump host {jp.address}:{jp.port} could not open a "
