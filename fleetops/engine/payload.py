@@ -167,7 +167,7 @@ def _referenced(source: str, filename: str, name: str, is_pkg: bool) -> set[str]
     """Dotted names (relative to fleetops.remote) that module `name` may import from the
     package, absolute or relative; a name that is not a module is skipped by the caller."""
     pkg = name if is_pkg else name.rpartition(".")[0]
-    found = set()
+    found: set[str] = set()
     for node in ast.walk(ast.parse(source, filename)):
         if isinstance(node, ast.Import):
             found.update(a.name[len(REMOTE_PKG) + 1:] for a in node.names if a.name.startswith(REMOTE_PKG + "."))
