@@ -2,7 +2,7 @@
 path) and return its result.
 
 This is how a playbook reaches any stdlib-only host capability (SQLite
-versions, Hermes state) in one round trip without writing a module.
+versions, an application's state) in one round trip without writing a module.
 """
 from __future__ import annotations
 
