@@ -21,8 +21,8 @@ without flock(1) the host's python3 takes the same flock(2) lock and holds it th
 python3, or a home that cannot be flock'ed, as on some NFS mounts) is refused with that reason:
 nothing is run there rather than run unserialised.
 
-This lock is per run and per account. The Hermes repair flow additionally keeps a
-lease in ~/.hermes/fleetops/lock (fleetops/remote/hostlock.py) across its steps.
+This lock is per run and per account; a flow that needs a lease across its steps takes its
+own (the `hostlock` payload).
 """
 from __future__ import annotations
 
