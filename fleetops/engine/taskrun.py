@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from fleetops.engine import secrets as _secrets
 from fleetops.engine.connection.runlock import HostBusy
@@ -460,8 +460,8 @@ class TaskRunner:
             if transport is None:
                 raise RuntimeError(f"module {module_cls.name} runs on the controller and has no host connection")
             if low is None:
-                return failed_result(f"variable '{LOW_PRIORITY_VAR}' must be true or false, got "
-                                     f"{variables.get(LOW_PRIORITY_VAR)!r}")
+                return cast(Result, failed_result(f"variable '{LOW_PRIORITY_VAR}' must be true or false, got "
+                                                  f"{variables.get(LOW_PRIORITY_VAR)!r}"))
             return run.payload(transport, name, payload_args(args, check, diff), python=python,
                                become_user=become_user, timeout=timeout, low_priority=low)
 
