@@ -6,7 +6,7 @@ same way over SSH to a host and on the controller (`delegate_to: localhost`).
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -38,6 +38,7 @@ class ConnParams:
     connect_timeout: float = 10.0
     command_timeout: float = 600.0
     keepalive: int = 15
+    extra: dict = field(default_factory=dict)
 
 
 class Transport(abc.ABC):
