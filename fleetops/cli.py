@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
-import importlib
 import json
 import os
 import re
@@ -21,17 +20,13 @@ import traceback
 from fleetops import __version__
 from fleetops.engine.results_backend import store_errors
 from fleetops.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, BadInput, FleetopsError
+from fleetops.extensions import registry
+from fleetops.options import DEFAULT_FORKS, RESULTS_HELP, SECRETS, positive_int, results_target
 
 EXIT_UNEXPECTED = 1
-BUDGET_HELP = ("on a store bigger than GB gigabytes (GiB), skip the FTS index walk (the audit's costliest check) "
-               "unless --deep; the fleet table and JSON name every check skipped")
-RESULTS_HELP = ("central results: a directory holding runs.db (default ./fleetops-runs), or a postgresql:// URL; "
-                "else $FLEETOPS_RESULTS")
-DEFAULT_FORKS = 20          # RunOptions.forks; kept here so --help needs no engine import
+EXIT_CODES = {0: "all ok", 2: "a host failed", 3: "a host unreachable and none failed",
+              4: "bad input (nothing was run)", 130: "interrupted"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-# Secret values known to the current command, so even an error line cannot leak one.
-_SECRETS: set = set()
 
 
 class _UsageError(Exception):
@@ -48,30 +43,10 @@ class _Parser(argparse.ArgumentParser):
 def _err(msg: str) -> None:
     from fleetops.engine.clean import printable, scrub_text
     line = " ".join(str(msg).split("\n")).strip()
-    print(f"fleetops: error: {printable(scrub_text(line, _SECRETS))}", file=sys.stderr, flush=True)
+    print(f"fleetops: error: {printable(scrub_text(line, SECRETS))}", file=sys.stderr, flush=True)
 
 
 # --- argument helpers ----------------------------------------------------------------------
-
-def _positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
-
-
-def _positive_gb(text: str) -> float:
-    try:
-        n = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of GB, got {text!r}") from None
-    if not n > 0 or n != n or n == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number of GB above 0, got {text}")
-    return n
-
 
 def _split_tags(values) -> list:
     out = []
@@ -81,24 +56,12 @@ def _split_tags(values) -> list:
 
 
 def _load_vars_file(path: str) -> dict:
-    """`-e @file`: varsfile.load_vars_file when present (positions in errors), else plain YAML."""
+    """`-e @file`: read as a playbook's vars_files are (positions in errors)."""
+    from fleetops.engine.varsfile import load_vars_file
+
     if not os.path.isfile(path):
         raise BadInput("no such file", where=path)
-    try:
-        from fleetops.engine.varsfile import load_vars_file
-    except ImportError:
-        load_vars_file = None
-    if load_vars_file is not None:
-        data = load_vars_file(path)
-    else:
-        import yaml
-        try:
-            with open(path, encoding="utf-8") as fh:
-                data = yaml.safe_load(fh)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
-            raise BadInput(f"invalid YAML: {getattr(exc, 'problem', None) or exc}", where=where) from None
+    data = load_vars_file(path)
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -111,7 +74,6 @@ def parse_extra_vars(items) -> dict:
     out: dict = {}
     for item in items or []:
         text = item.strip()
-        where = f"-e {item!r}" if len(item) < 60 else "-e"
         if not text:
             raise BadInput("empty extra variable", where="-e")
         if text.startswith("@"):
@@ -143,16 +105,6 @@ def parse_extra_vars(items) -> dict:
     return out
 
 
-def _host_name(h) -> str:
-    return h if isinstance(h, str) else str(getattr(h, "name", h))
-
-
-def _host_names(hosts) -> list:
-    if isinstance(hosts, dict):
-        return [str(k) for k in hosts]
-    return [_host_name(h) for h in (hosts or [])]
-
-
 def _require_file(path: str, what: str) -> None:
     if not os.path.exists(path):
         raise BadInput(f"{what} not found", where=path)
@@ -165,24 +117,8 @@ def _secret_values(inventory, extra_vars, playbook=None) -> set:
     that error lines are scrubbed of them too."""
     from fleetops.runner import secret_values
     values = secret_values(inventory, extra_vars, playbook)
-    _SECRETS.update(v for v in values if isinstance(v, str) and v)
+    SECRETS.update(v for v in values if isinstance(v, str) and v)
     return values
-
-
-def results_target(value) -> tuple:
-    """(results directory, PostgreSQL URL or None) from --results, else FLEETOPS_RESULTS.
-
-    A postgresql:// URL keeps the runs in that database; fetched files then go to
-    FLEETOPS_RESULTS_FILES (default ./fleetops-runs). The URL's password is a secret from here on.
-    """
-    from fleetops.engine.results import DEFAULT_RESULTS_DIR
-    from fleetops.engine.results_backend import is_url, url_secrets
-
-    value = value or os.environ.get("FLEETOPS_RESULTS") or DEFAULT_RESULTS_DIR
-    if is_url(value):
-        _SECRETS.update(url_secrets(value))
-        return os.environ.get("FLEETOPS_RESULTS_FILES") or DEFAULT_RESULTS_DIR, value
-    return value, None
 
 
 def _console(stderr: bool = False):
@@ -197,7 +133,7 @@ def _ansible_cfg(args):
     from fleetops.engine.ansiblecfg import load_config
 
     cfg = load_config()
-    if not getattr(args, "inventory", None):
+    if not args.inventory:
         if len(cfg.inventory) > 1:
             raise BadInput(f"ansible.cfg names {len(cfg.inventory)} inventories; fleetops reads one: give -i",
                            where=cfg.path)
@@ -213,7 +149,7 @@ def cmd_run(args) -> int:
 
     extra_vars = parse_extra_vars(args.extra_vars)
     cfg = _ansible_cfg(args)
-    loaded = runner.load(bundled.resolve(args.playbook), args.inventory, extra_vars, limit=args.limit, note_secrets=_SECRETS.update,
+    loaded = runner.load(bundled.resolve(args.playbook), args.inventory, extra_vars, limit=args.limit, note_secrets=SECRETS.update,
                          ansible_cfg=cfg)
     if args.list_hosts or args.list_tasks:
         from fleetops.engine.listing import outline
@@ -246,7 +182,7 @@ def cmd_hosts(args) -> int:
 
     inventory = load_inventory(args.inventory)
     secret_values = _secret_values(inventory, {})
-    names = _host_names(inventory.select(args.limit or "all"))
+    names = inventory.select(args.limit or "all")
     if not names:
         raise BadInput(f"pattern {args.limit or 'all'!r} matches no host", where=args.inventory)
     data = {h: clean(inventory.get_vars(h) or {}, secret_values) for h in names}
@@ -339,14 +275,14 @@ def cmd_report(args) -> int:
                                where=results_dir)
             raise BadInput(f"no run {args.run_id!r} in {store.db_path} (fleetops report --list shows them)",
                            where=args.run_id)
+        sections = registry().report_sections
         if args.json:
             doc = report.document(run)
-            extras = report.document_extras(run, audit=args.audit)
-            if extras is not None:
-                doc["audit"] = extras
+            for section in sections:
+                doc.update(section.document(run, args))
             print(json.dumps(doc, ensure_ascii=False, default=str))
         else:
-            report.render(run, _console(), audit=args.audit)
+            report.render(run, _console(), extras=[lambda r, c, s=s: s.render(r, c, args) for s in sections])
     finally:
         store.close()
     return 0
@@ -365,23 +301,10 @@ def _report_html(args, results_dir: str, results_db: str | None) -> int:
     if os.path.exists(out) and not os.path.isdir(out):
         raise BadInput("--html wants a directory, and this is a file", where=out)
     with open_reader(results_dir, results_db) as reader:
-        figures = build(reader, out, since=since)
+        figures = build(reader, out, since=since, views=registry().site_views)
     print(f"site written to {figures['out']}/index.html: {figures['runs']} runs, {figures['files']} files,"
           f" {figures['bytes'] / 1048576:.1f} MB in {figures['seconds']:.1f} s")
     return 0
-
-
-def _lab_inventory(result, lab):
-    for obj in (result, lab):
-        if isinstance(obj, (str, os.PathLike)):
-            return os.fspath(obj)
-        if isinstance(obj, dict) and obj.get("inventory"):
-            return str(obj["inventory"])
-        for attr in ("inventory", "inventory_path"):
-            val = getattr(obj, attr, None)
-            if isinstance(val, (str, os.PathLike)):
-                return os.fspath(val)
-    return None
 
 
 def cmd_lab(args) -> int:
@@ -393,56 +316,42 @@ def cmd_lab(args) -> int:
         kwargs["prefix"] = args.prefix
     lab = Lab(**kwargs)
     if args.lab_cmd == "up":
-        mixed = getattr(args, "with_kinds", None)
-        result = lab.up(args.n, mixed=mixed or (), per_sshd=args.per_sshd)
-        inv = _lab_inventory(result, lab)
+        mixed = args.with_kinds
+        inv = str(lab.up(args.n, mixed=mixed or (), per_sshd=args.per_sshd)["inventory"])
         print(f"lab: {args.n} sshd host(s) up" + (f", plus mixed: {mixed}" if mixed else ""))
-        if inv:
-            print(f"inventory: {inv}")
-            print(f"next: fleetops hosts -i {shlex.quote(inv)}")
-            print(f"      fleetops audit -i {shlex.quote(inv)}")
+        print(f"inventory: {inv}")
+        print(f"next: fleetops hosts -i {shlex.quote(inv)}")
+        for step in registry().next_steps:
+            print("      " + step.format(inventory=shlex.quote(inv)))
         return 0
     if args.lab_cmd == "down":
-        stopped = lab.down()
-        print(f"lab: stopped {len(stopped) if isinstance(stopped, (list, tuple)) else 'all'} sshd(s)")
+        print(f"lab: stopped {len(lab.down())} sshd(s)")
         return 0
     status = lab.status()
-    if isinstance(status, list) and all(isinstance(r, dict) for r in status):
-        if not status:
-            print("lab: no hosts (fleetops lab up N starts some)")
-        else:
-            from rich.table import Table
-            table = Table()
-            cols = list(status[0])
-            for c in cols:
-                table.add_column(str(c))
-            for r in status:
-                table.add_row(*(str(r.get(c, "")) for c in cols))
-            _console().print(table)
-    elif status is not None:
-        print(json.dumps(status, indent=2, default=str) if isinstance(status, dict) else status)
-    inv = _lab_inventory(None, lab)
-    if inv and os.path.exists(inv):
+    if not status:
+        print("lab: no hosts (fleetops lab up N starts some)")
+    else:
+        from rich.table import Table
+        table = Table()
+        cols = list(status[0])
+        for c in cols:
+            table.add_column(str(c))
+        for r in status:
+            table.add_row(*(str(r.get(c, "")) for c in cols))
+        _console().print(table)
+    inv = lab.inventory_path
+    if os.path.exists(inv):
         print(f"inventory: {inv}")
     return 0
-
-
-def _hermes(name):
-    """`audit`/`inspect` (fleetops.hermes.cli) and `salvage` (fleetops.hermes.salvage_cli), imported when run."""
-    def cmd(args) -> int:
-        mod = importlib.import_module("fleetops.hermes.salvage_cli" if name == "salvage" else "fleetops.hermes.cli")
-        rc = getattr(mod, name)(args)
-        return 0 if rc is None else int(rc)
-    return cmd
 
 
 # --- parser --------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="fleetops", description="Run YAML playbooks over SSH across a fleet of Hermes hosts.",
-                epilog="exit codes: 0 all ok; 2 a host failed; 3 a host unreachable and none failed; "
-                       "4 bad input (nothing was run); 5 a database not healthy (audit); "
-                       "130 interrupted")
+    reg = registry()
+    codes = {**EXIT_CODES, **reg.exit_codes}
+    p = _Parser(prog="fleetops", description=reg.description,
+                epilog="exit codes: " + "; ".join(f"{c} {codes[c]}" for c in sorted(codes)))
     p.add_argument("--version", action=_VersionAction, help="the version and the Python, paramiko and SQLite it runs on")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -454,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--skip-tags", action="append", metavar="T[,T]")
     r.add_argument("-e", "--extra-vars", dest="extra_vars", action="append", metavar="k=v|@file|JSON",
                    help="extra variables (repeatable): key=value, @vars.yml, or a JSON object")
-    r.add_argument("-f", "--forks", type=_positive_int, default=None, metavar="N",
+    r.add_argument("-f", "--forks", type=positive_int, default=None, metavar="N",
                    help=f"hosts worked on at once (default: ansible.cfg forks, else {DEFAULT_FORKS})")
     r.add_argument("-C", "--check", action="store_true", help="change nothing; report what would change")
     r.add_argument("-D", "--diff", action="store_true", help="show diffs of edited files")
@@ -484,12 +393,13 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="render a past run from the results store")
     rp.add_argument("run_id", nargs="?", default="latest", metavar="RUN_ID|latest")
     rp.add_argument("--json", action="store_true")
-    rp.add_argument("--audit", action="store_true", help="include the Hermes audit figures")
     rp.add_argument("--results", metavar="DIR|URL", help=RESULTS_HELP)
     rp.add_argument("--list", action="store_true", help="list recent runs")
-    rp.add_argument("--limit", type=_positive_int, default=20, metavar="N", help="with --list: how many")
+    rp.add_argument("--limit", type=positive_int, default=20, metavar="N", help="with --list: how many")
     rp.add_argument("--html", metavar="DIR", help="write a static site of runs, hosts and fleet health into DIR")
     rp.add_argument("--since", metavar="WHEN", help="with --html: runs started since a date/time or an age (7d, 12h)")
+    for add in reg.report_options:
+        add(rp)
     rp.set_defaults(func=cmd_report)
 
     lab = sub.add_parser("lab", help="a local demo fleet of real sshd servers")
@@ -497,8 +407,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name, helptext in (("up", "start N sshd hosts"), ("down", "stop them"), ("status", "show them")):
         lp = lab_sub.add_parser(name, help=helptext)
         if name == "up":
-            lp.add_argument("n", type=_positive_int, metavar="N")
-            lp.add_argument("--per-sshd", type=_positive_int, metavar="K",
+            lp.add_argument("n", type=positive_int, metavar="N")
+            lp.add_argument("--per-sshd", type=positive_int, metavar="K",
                             help="hosts per sshd process (default 1 up to 64 hosts, else 16); each host "
                                  "keeps its own port and user")
             lp.add_argument("--with", dest="with_kinds", metavar="KIND[,KIND]",
@@ -509,44 +419,14 @@ def build_parser() -> argparse.ArgumentParser:
         lp.add_argument("--prefix", metavar="P", help="host/user name prefix")
         lp.set_defaults(func=cmd_lab)
 
-    a = sub.add_parser("audit", help="read-only health audit of every Hermes state.db in the fleet")
-    a.add_argument("-i", "--inventory", required=True, metavar="INVENTORY")
-    a.add_argument("-l", "--limit", metavar="PATTERN")
-    a.add_argument("--deep", action="store_true", help="add integrity_check (index against table)")
-    a.add_argument("--budget", type=_positive_gb, metavar="GB", help=BUDGET_HELP)
-    a.add_argument("--write-probe", action="store_true",
-                   help="also prove a write lands: one row into state_meta, read back, deleted, committed; "
-                        "refused on damaged files, retired WAL generations, DELETE journals under a writer "
-                        "(see README)")
-    a.add_argument("-f", "--forks", type=_positive_int, default=DEFAULT_FORKS, metavar="N",
-                   help=f"hosts audited at once (default {DEFAULT_FORKS})")
-    a.add_argument("--json", action="store_true")
-    a.add_argument("--results", metavar="DIR|URL", help=RESULTS_HELP)
-    a.add_argument("--accept-new-host-keys", action="store_true")
-    a.add_argument("--known-hosts", metavar="FILE")
-    a.set_defaults(func=_hermes("audit"))
-
-    ins = sub.add_parser("inspect", help="the audit checks on one local state.db")
-    ins.add_argument("path", metavar="PATH")
-    ins.add_argument("--deep", action="store_true")
-    ins.add_argument("--budget", type=_positive_gb, metavar="GB", help=BUDGET_HELP)
-    ins.add_argument("--json", action="store_true")
-    ins.set_defaults(func=_hermes("inspect"))
-
-    s = sub.add_parser("salvage", help="recover every readable row of a damaged state.db into a new file")
-    s.add_argument("source", metavar="SOURCE")
-    s.add_argument("output", metavar="OUTPUT")
-    s.add_argument("--report", metavar="REPORT.json")
-    s.add_argument("--fts", choices=("rebuild", "leave-to-hermes"), default="rebuild")
-    s.add_argument("--schema-from", metavar="HEALTHY.db")
-    s.add_argument("--json", action="store_true")
-    s.set_defaults(func=_hermes("salvage"))
+    for add in reg.commands:
+        add(sub)
     return p
 
 
 def main(argv=None) -> int:
     """Entry point of the console script and `python -m fleetops`; returns the exit code."""
-    _SECRETS.clear()
+    SECRETS.clear()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

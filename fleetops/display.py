@@ -21,7 +21,7 @@ from rich.text import Text
 
 from fleetops.engine.events import EventSink
 from fleetops.engine.clean import clean, clean_options, clean_per_host, printable, scrub_text
-from fleetops.engine.results import COUNTERS, counter_increments, result_status
+from fleetops.engine.recap import COUNTERS, count, result_status, zero
 
 STYLES = {
     "ok": "green", "changed": "yellow", "failed": "bold red", "unreachable": "bold magenta",
@@ -34,11 +34,6 @@ FLUSH_INTERVAL = 0.1   # seconds between batched prints while the live panel is 
 TASKS_VIEW_FROM = 50   # plays on more hosts than this show one progress line per task (view "auto")
 VIEWS = ("auto", "hosts", "tasks")
 RECAP_ROWS = 50        # in the tasks view, the recap lists at most this many hosts that did not go well
-
-
-def _opt(options, name):
-    """Options arrive as a dict (or a RunOptions dataclass): read one either way."""
-    return options.get(name) if isinstance(options, dict) else getattr(options, name, None)
 
 
 def excerpt(msg, limit: int = MSG_EXCERPT) -> str:
@@ -217,7 +212,6 @@ class LiveDisplay(EventSink):
         self.stats: dict[str, dict] = {}
         self.totals = {k: 0 for k in ("ok", "changed", "failed", "unreachable", "skipped", "rescued", "ignored")}
         self.play_hosts: list = []
-        self.current_task = None
         self.final_stats = None
 
     def _t(self, s) -> str:
@@ -299,7 +293,7 @@ class LiveDisplay(EventSink):
         self.run_id = run_id
         self.started = time.monotonic()
         self._print(f"[bold]fleetops run {self._t(run_id)}[/]: {self._t(playbook)} on {self._t(inventory)}"
-                    + (" [yellow](check mode)[/]" if _opt(options, "check") else ""))
+                    + (" [yellow](check mode)[/]" if options.get("check") else ""))
         if self.use_live:
             self._live = Live(console=self.console, get_renderable=self._render_live,
                               refresh_per_second=self.refresh_per_second,
@@ -332,7 +326,7 @@ class LiveDisplay(EventSink):
         with self._lock:
             self.play_hosts = list(hosts)
             for h in hosts:
-                self.stats.setdefault(h, {k: 0 for k in COUNTERS})
+                self.stats.setdefault(h, zero())
         self._print(Text(""))
         self._print(f"[bold blue]PLAY[/] [bold]{self._t(play_name)}[/] [dim]({len(hosts)} host(s))[/]")
 
@@ -344,7 +338,6 @@ class LiveDisplay(EventSink):
     def task_start(self, play_index, task_index, task_name, module, hosts):
         self._end_task()
         with self._lock:
-            self.current_task = task_name
             self.progress = {"name": task_name, "total": len(hosts), "started": time.monotonic(),
                              "counts": {k: 0 for k in ("ok", "changed", "failed", "unreachable", "skipped",
                                                        "rescued", "ignored")}}
@@ -360,9 +353,7 @@ class LiveDisplay(EventSink):
         with self._lock:
             self.in_flight.pop(host, None)
             self.totals[status] += 1
-            counters = self.stats.setdefault(host, {k: 0 for k in COUNTERS})
-            for k in counter_increments(status):
-                counters[k] += 1
+            count(self.stats.setdefault(host, zero()), result)
             if self.progress is not None:
                 self.progress["counts"][status] += 1
         if self.tasks_view and status in ("ok", "changed", "skipped") and module != "debug":
@@ -463,9 +454,7 @@ class JsonCollector(EventSink):
                                             and ended is not None else None),
                      "result": self._c(result)}
             task["results"][self._c(host)] = entry
-            counters = self.doc["stats"].setdefault(self._c(host), {k: 0 for k in COUNTERS})
-            for k in counter_increments(status):
-                counters[k] += 1
+            count(self.doc["stats"].setdefault(self._c(host), zero()), result)
 
     def host_facts(self, host, facts):
         with self._lock:

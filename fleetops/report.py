@@ -6,8 +6,6 @@ whose controller was SIGKILLed) shows exactly what had landed before it stopped.
 from __future__ import annotations
 
 import datetime as _dt
-import importlib
-import inspect
 import os
 
 from rich.console import Console
@@ -15,7 +13,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from fleetops.display import RUN_STYLES, STYLES, Col, FittedTable, excerpt, recap_table
-from fleetops.engine.results import COUNTERS
+from fleetops.engine.recap import COUNTERS
 
 
 def _when(ts) -> str:
@@ -75,48 +73,6 @@ def document(run: dict) -> dict:
     return doc
 
 
-def _hermes_report():
-    """The Hermes report hooks (render/document): fleetops.hermes.report, else fleetops.hermes.audit."""
-    for modname in ("fleetops.hermes.report", "fleetops.hermes.audit"):
-        try:
-            mod = importlib.import_module(modname)
-        except ModuleNotFoundError as exc:
-            if exc.name in ("fleetops.hermes", modname):
-                continue
-            raise
-        if hasattr(mod, "render") or hasattr(mod, "document"):
-            return mod
-    return None
-
-
-def _call(fn, *args, audit: bool = False):
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        params = {}
-    if "audit" in params or any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return fn(*args, audit=audit)
-    return fn(*args)
-
-
-def render_extras(run: dict, console: Console, audit: bool = False) -> None:
-    """Hook for the Hermes part: audit figures stored with this run (fleetops.hermes.report.render)."""
-    mod = _hermes_report()
-    if mod is None or not hasattr(mod, "render"):
-        if audit:
-            console.print("[yellow]no audit figures: the Hermes report part is not available[/]")
-        return
-    _call(mod.render, run, console, audit=audit)
-
-
-def document_extras(run: dict, audit: bool = False) -> dict | None:
-    """Hook for `--json`: fleetops.hermes.report.document(run) when present."""
-    mod = _hermes_report()
-    if mod is None or not hasattr(mod, "document"):
-        return None
-    return _call(mod.document, run, audit=audit)
-
-
 TASK_COLUMNS = [
     Col("#", lambda r: r["index"], justify="right"),
     Col("task", lambda r: escape(r["task"]), prose=True),
@@ -127,8 +83,8 @@ TASK_COLUMNS = [
 ]
 
 
-def render(run: dict, console: Console, audit: bool = False) -> None:
-    """Header, plays with a task x host table each, recap, status."""
+def render(run: dict, console: Console, extras=()) -> None:
+    """Header, plays with a task x host table each, recap, each of `extras(run, console)`, status."""
     style = RUN_STYLES.get(run["status"], "bold")
     console.print(f"[bold]run {escape(run['id'])}[/]  [{style}]{escape(status_label(run))}[/]"
                   + (f"  exit {run['exit_code']}" if run.get("exit_code") is not None else ""))
@@ -169,7 +125,8 @@ def render(run: dict, console: Console, audit: bool = False) -> None:
         console.print(table)
     console.print(Text(""))
     console.print(recap_table(doc["stats"]))
-    render_extras(run, console, audit=audit)
+    for extra in extras:
+        extra(run, console)
     console.print(f"[{style}]{escape(status_label(run))}[/] · results in "
                   f"{escape(str(run.get('db_path') or run.get('results_dir')))}")
 

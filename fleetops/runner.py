@@ -26,6 +26,7 @@ class Loaded:
     inventory: object
     extra_vars: dict
     secret_values: set
+    modules: dict          # name -> Module class: what the playbook was validated against and runs with
 
 
 @dataclass
@@ -43,10 +44,10 @@ def secret_values(inventory, extra_vars: dict, playbook=None) -> set:
     from fleetops.engine.secrets import collect_secret_values
 
     values = set(collect_secret_values(extra_vars or {}))
-    for host in getattr(inventory, "hosts", {}) or {}:
+    for host in inventory.hosts:
         values |= collect_secret_values(inventory.get_vars(host) or {})
-    for play in getattr(playbook, "plays", []) or []:
-        values |= collect_secret_values(getattr(play, "vars", {}) or {})
+    for play in playbook.plays if playbook is not None else ():
+        values |= collect_secret_values(play.vars or {})
     return values
 
 
@@ -61,7 +62,7 @@ def load(playbook_path: str, inventory_path: str, extra_vars: dict, limit: str |
     from fleetops.engine.lint import check_playbook
     from fleetops.engine.playbook import load_playbook
     from fleetops.engine.validate import validate
-    from fleetops.modules.registry import get_modules
+    from fleetops.extensions import get_modules
 
     note = note_secrets or (lambda values: None)
     for path, what in ((playbook_path, "playbook"), (inventory_path, "inventory")):
@@ -85,7 +86,7 @@ def load(playbook_path: str, inventory_path: str, extra_vars: dict, limit: str |
         print(f"fleetops: warning: {line}", file=sys.stderr, flush=True)
     values = secret_values(inventory, extra_vars, playbook)
     note(values)
-    return Loaded(playbook, inventory, extra_vars, values)
+    return Loaded(playbook, inventory, extra_vars, values, modules)
 
 
 DESCRIPTORS_PER_HOST = 4     # the SSH socket, a channel's wake-up pipe, the run lock's channel, slack
@@ -158,7 +159,7 @@ def execute(loaded: Loaded, options, *, json_output: bool, console=None, sinks=(
         with redirect:
             try:
                 outcome = run_playbook(loaded.playbook, loaded.inventory, options,
-                                       Fanout(store, view, *sinks), run_id, stop=stop)
+                                       Fanout(store, view, *sinks), run_id, loaded.modules, stop=stop)
             except BaseException:
                 if hasattr(view, "stop_live"):
                     view.stop_live()
@@ -166,4 +167,4 @@ def execute(loaded: Loaded, options, *, json_output: bool, console=None, sinks=(
                 raise
     finally:
         signal.signal(signal.SIGINT, previous)
-    return Finished(run_id, int(getattr(outcome, "exit_code", EXIT_UNEXPECTED)), store, view, outcome)
+    return Finished(run_id, int(outcome.exit_code), store, view, outcome)

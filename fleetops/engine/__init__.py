@@ -8,7 +8,7 @@ import sys as _sys
 # `Match exec`; that import costs a run ~0.1 s of start-up. Keep it out of paramiko's import;
 # engine/connection/sshconfig.py loads it when a config actually has `Match ... exec`.
 if "paramiko" not in _sys.modules and "invoke" not in _sys.modules:
-    _sys.modules["invoke"] = None          # makes `import invoke` raise ImportError
+    _sys.modules["invoke"] = None  # type: ignore[assignment]  # makes `import invoke` raise ImportError
     try:
         import paramiko.config  # noqa: F401
     except ImportError:

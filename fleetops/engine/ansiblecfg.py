@@ -10,6 +10,7 @@ from __future__ import annotations
 import configparser
 import os
 import stat
+from typing import Any
 from dataclasses import dataclass, field
 
 from fleetops.errors import BadInput
@@ -61,7 +62,7 @@ def find_config(cwd: str | None = None, env=None) -> str | None:
     return next((c for c in candidates if os.path.isfile(c)), None)
 
 
-def _bool(text: str, where: str, key: str) -> bool:
+def _bool(text: str, where: str | None, key: str) -> bool:
     v = text.strip().lower()
     if v in ("true", "yes", "on", "1", "y", "t"):
         return True
@@ -84,6 +85,8 @@ def load_config(path: str | None = None, env=None, cwd: str | None = None) -> An
             raise BadInput(f"cannot read ansible.cfg: {str(exc).splitlines()[0]}", where=path) from None
     base = os.path.dirname(os.path.abspath(path)) if path else os.getcwd()
     for name, (section, key, var) in _SETTINGS.items():
+        value: Any
+        here: str | None
         if var in env:
             raw, here, rel = env[var], f"${var}", os.getcwd()
         elif parser.has_option(section, key):

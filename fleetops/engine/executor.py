@@ -16,11 +16,10 @@ import copy
 import os
 import threading
 import time
-import traceback
 import uuid
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 
+from fleetops.engine import recap
 from fleetops.engine import results_backend as _results_backend
 from fleetops.engine import secrets as _secrets
 from fleetops.engine.events import EventSink
@@ -29,17 +28,16 @@ from fleetops.engine.connection.local import LocalTransport
 from fleetops.engine.payload import run_payload
 from fleetops.engine.connection import runlock as _runlock
 from fleetops.engine.connection.runlock import HostBusy
-from fleetops.engine.taskrun import (Frame, HostState, TaskRunner, failed_result, unreachable_result)
-from fleetops.engine.templating import Templar, TemplateError, mark_unsafe
+from fleetops.engine.connection.transport import ConnParams, Transport
+from fleetops.engine.module import Result
+from fleetops.engine.playbook.model import Play
+from fleetops.engine.taskrun import Frame, GatherFacts, HostState, TaskRunner, facts_task, record
+from fleetops.engine.templating import Templar, TemplateError
 from fleetops.engine.varsfile import load_vars_file
-from fleetops.engine.connection.transport import ConnParams
+from fleetops.engine.variables import layered
 from fleetops.errors import (EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, BadInput,
                              Unreachable)
-from fleetops.modules.registry import get_modules
 
-STAT_KEYS = ("ok", "changed", "unreachable", "failed", "skipped", "rescued", "ignored")
-FACTS_TASK = SimpleNamespace(name="Gathering Facts", module="gather_facts", register=None, notify=[],
-                             ignore_errors=False, run_once=False, tags=["always"])
 
 # the ansible-core release whose playbook semantics fleetops follows (and is tested against):
 # what `ansible_version` gives a playbook that checks it (`ansible_version.full is version(...)`)
@@ -103,8 +101,7 @@ def split_batches(hosts: list, serial) -> list[list]:
 def task_label(task) -> str:
     """How a task is named in events: its name (else its module), `role : name` inside a role."""
     name = task.name or task.module
-    role = getattr(task, "role", None)
-    return f"{role} : {name}" if role else name
+    return f"{task.role} : {name}" if task.role else name
 
 
 def order_hosts(hosts: list, order: str) -> list:
@@ -152,7 +149,7 @@ def tags_match(task_tags, only, skip) -> bool:
 def _walk(tasks):
     for t in tasks or ():
         yield t
-        if getattr(t, "block", None) is not None:
+        if t.block is not None:
             yield from _walk(t.block)
             yield from _walk(t.rescue)
             yield from _walk(t.always)
@@ -189,7 +186,7 @@ class HostVars(collections.abc.Mapping):
 
 @dataclass
 class _Play:
-    play: object
+    play: Play
     index: int
     hosts: list
     batch: list = field(default_factory=list)
@@ -206,7 +203,7 @@ class _Play:
 
 class _Run:
     def __init__(self, playbook, inventory, options: RunOptions, events: EventSink, run_id: str,
-                 stop: threading.Event | None, transport_factory):
+                 modules: dict, stop: threading.Event | None, transport_factory):
         self.playbook = playbook
         self.inventory = inventory
         self.options = options
@@ -218,9 +215,8 @@ class _Run:
             transport_factory = SSHTransport
         self.transport_factory = transport_factory
         self.templar = Templar()
-        self.modules = get_modules()
-        self.playbook_dir = (getattr(playbook, "dir", None)
-                             or os.path.dirname(os.path.abspath(getattr(playbook, "path", "") or ".")))
+        self.modules = {**modules, GatherFacts.name: GatherFacts}
+        self.playbook_dir = playbook.dir
         self.omit = f"__omit_place_holder__{uuid.uuid4().hex}"
         self.lock = threading.RLock()
         self.hosts: dict[str, HostState] = {}
@@ -228,7 +224,7 @@ class _Run:
         self.interrupted = False
         self._inv_vars: dict = {}
         self._params: dict = {}
-        self._groups = None
+        self._groups: dict | None = None
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, int(options.forks or 1)),
                                                           thread_name_prefix="fleetops-fork")
 
@@ -244,8 +240,7 @@ class _Run:
         }
         if self.options.results_db:
             opts["results_db"] = _results_backend.redact(self.options.results_db)
-        self.events.run_start(self.run_id, str(getattr(self.playbook, "path", "")),
-                              str(getattr(self.inventory, "path", "")), opts)
+        self.events.run_start(self.run_id, str(self.playbook.path), str(self.inventory.path), opts)
         try:
             for index, play in enumerate(self.playbook.plays):
                 if self._stopped():
@@ -309,7 +304,7 @@ class _Run:
             allowed = set(self.inventory.select(self.options.limit))
             hosts = [h for h in hosts if h in allowed]
         hosts = [h for h in hosts if not (self.state(h).failed or self.state(h).unreachable)]
-        return order_hosts(hosts, getattr(play, "order", "inventory"))
+        return order_hosts(hosts, play.order)
 
     def _run_play(self, index: int, play) -> bool:
         """Run one play; True when the whole run must stop (abort or interrupt)."""
@@ -319,7 +314,7 @@ class _Run:
             self.events.play_end(index, "no hosts matched")
             return False
         for h in hosts:
-            self.stats.setdefault(h, {k: 0 for k in STAT_KEYS})
+            self.stats.setdefault(h, recap.zero())
         pctx = _Play(play=play, index=index, hosts=hosts)
         counter = 0
         if play.gather_facts:
@@ -382,7 +377,7 @@ class _Run:
 
     def _load_vars_files(self, play) -> dict:
         out: dict = {}
-        if not getattr(play, "vars_files", None):
+        if not play.vars_files:
             return out
         for path in play.vars_files:
             full = path if os.path.isabs(path) else os.path.join(self.playbook_dir, path)
@@ -401,10 +396,10 @@ class _Run:
         for task in tasks or ():
             if not live or pctx.abort or self._stopped():
                 break
-            if getattr(task, "block", None) is not None:
+            if task.block is not None:
                 live = self._run_block(pctx, task, live, frame)
                 continue
-            if getattr(task, "implicit", False):
+            if task.implicit:
                 live = self._run_handlers(pctx, live)       # the flush between play sections
                 continue
             if not tags_match(task.tags, self.options.tags, self.options.skip_tags):
@@ -451,7 +446,7 @@ class _Run:
         for handler in pctx.play.handlers or ():
             if not live or pctx.abort or self._stopped():
                 break
-            names = {n for n in [handler.name] + list(getattr(handler, "listen", None) or []) if n}
+            names = {n for n in [handler.name] + list(handler.listen or []) if n}
             targets = [h for h in live if self.state(h).notified & names]
             if not targets:
                 continue
@@ -514,94 +509,33 @@ class _Run:
 
     def _compute(self, pctx: _Play, task, host: str, frame: Frame):
         runner = TaskRunner(self, pctx, host, task, frame)
-        try:
-            res = runner.compute()
-        except Unreachable as e:
-            res = unreachable_result(str(e))
-        except Exception as e:  # noqa: BLE001 - an engine bug fails one host, not the whole run
-            res = failed_result(f"internal error: {type(e).__name__}: {e}",
-                                exception=traceback.format_exc(limit=8))
-        return res, runner.secrets
+        return runner.execute(), runner.secrets
 
     def _finish(self, pctx: _Play, host: str, task, frame: Frame, res: dict, started: float,
                 ended: float, secret_values) -> str:
-        """Executor keys, stats, register/set_fact/notify, the event. Returns the host's outcome."""
+        """The host's state (taskrun.record), its counters, the events. Returns the host's outcome."""
         st = self.state(host)
-        unreachable = bool(res.get("unreachable"))
-        failed = bool(res.get("failed")) and not unreachable
-        ignored = failed and bool(getattr(task, "ignore_errors", False))
-        rescued = failed and not ignored and frame.rescuable
-        res["unreachable"] = unreachable
-        res["ignored"] = ignored
-        res["rescued"] = rescued
-        res["duration"] = round(max(0.0, ended - started), 4)
-        for key, default in (("changed", False), ("failed", False), ("skipped", False), ("msg", "")):
-            res.setdefault(key, default)
-
-        register = getattr(task, "register", None)
         with self.lock:
-            if secret_values:
-                st.secrets |= secret_values   # a later task may show a fact templated from one
-            if register:
-                st.persistent[register] = mark_unsafe(res)
-            if not failed and not unreachable:
-                facts: dict = {}               # host -> facts (delegate_facts: the delegate's, per item)
-                for r in [res] + [r for r in res.get("results", ()) if isinstance(r, dict)]:
-                    if isinstance(r.get("ansible_facts"), dict) and not r.get("failed"):
-                        to = r.get("delegated_host") if getattr(task, "delegate_facts", False) else None
-                        facts.setdefault(to if to in self.inventory.hosts else host, {}).update(r["ansible_facts"])
-                if getattr(task, "module", None) != "gather_facts":
-                    for name, got in facts.items():
-                        self.state(name).persistent.update(mark_unsafe(got))
-                for r in [res] + [r for r in res.get("results", ()) if isinstance(r, dict)]:
-                    if isinstance(r.get("ansible_included_vars"), dict) and not r.get("failed"):
-                        st.persistent.update(r["ansible_included_vars"])   # project files: templates, rendered when used
-            if not failed and not unreachable:
-                for r in [res] + [r for r in res.get("results", ()) if isinstance(r, dict)]:
-                    if r.get("add_group") and not r.get("failed") and not r.get("skipped"):
-                        self.inventory.add_to_group(host, r["add_group"], r.get("parent_groups") or ["all"])
-                        self._groups = None            # `groups` is recomputed for the next task
-                        self._inv_vars.pop(host, None)  # and the host's group_names
-            if rescued:
-                st.persistent["ansible_failed_task"] = {"name": task.name or task.module,
-                                                        "module": task.module}
-                st.persistent["ansible_failed_result"] = mark_unsafe(res)
-            if res.get("changed") and (not failed or ignored) and getattr(task, "notify", None):
-                st.notified.update(task.notify)
-            s = self.stats.setdefault(host, {k: 0 for k in STAT_KEYS})
-            if unreachable:
-                s["unreachable"] += 1
-                st.unreachable = True
-            elif failed and not ignored:
-                s["rescued" if rescued else "failed"] += 1
-            elif res.get("skipped"):
-                s["skipped"] += 1
-            else:
-                s["ok"] += 1
-                if res.get("changed"):
-                    s["changed"] += 1
-                if ignored:
-                    s["ignored"] += 1
-        if unreachable:
-            t = st.transport
-            if t is not None:
-                try:
-                    t.close()
-                except Exception:  # noqa: BLE001
-                    pass
+            outcome = record(self, host, task, frame, res, started, ended, secret_values)
+            recap.count(self.stats.setdefault(host, recap.zero()), res)
+        if outcome == "unreachable" and st.transport is not None:
+            try:
+                st.transport.close()
+            except Exception:  # noqa: BLE001
+                pass
+        if task.module == GatherFacts.name and outcome == "ok":
+            self.events.host_facts(host, res["ansible_facts"])
         shown = _scrub_value(res, secret_values) if secret_values else res
         self.events.host_result(host, pctx.index, pctx.index_of.get(id(task), pctx.facts_index),
                                 task_label(task), task.module, shown, started, ended)
-        if unreachable:
-            return "unreachable"
-        if failed and not ignored:
-            return "rescued" if rescued else "failed"
-        return "skipped" if res.get("skipped") else "ok"
+        return outcome
 
     # -- facts
     def _gather(self, pctx: _Play, live: list) -> list:
-        self.events.task_start(pctx.index, pctx.facts_index, FACTS_TASK.name, FACTS_TASK.module, list(live))
-        futures = [self.pool.submit(self._gather_host, pctx, h) for h in live]
+        task = facts_task(pctx.play)
+        self.events.task_start(pctx.index, pctx.facts_index, task_label(task), GatherFacts.name, list(live))
+        pctx.active = self._live_hosts(pctx, live)
+        futures = [self.pool.submit(self._host_task, pctx, task, h, Frame()) for h in live]
         outcomes: dict = {}
         for fut in futures:
             outcomes.update(fut.result())
@@ -611,30 +545,6 @@ class _Run:
                 pctx.abort = f"any_errors_fatal: gathering facts failed on {', '.join(bad)}"
         return [h for h in live if outcomes.get(h) not in ("failed", "unreachable")]
 
-    def _gather_host(self, pctx: _Play, host: str) -> dict:
-        if self.stop.is_set():
-            return {host: None}
-        self.events.host_task_start(host, FACTS_TASK.name)
-        started = time.time()
-        try:
-            transport = self.transport_for(host, delegated=False, remote_user=pctx.play.remote_user)
-            res = self.payload(transport, "facts", {}, python=transport.params.python)
-            facts = res.get("ansible_facts")
-            if not res.get("failed") and not isinstance(facts, dict):
-                res = failed_result("the facts payload returned no ansible_facts")
-            elif not res.get("failed"):
-                st = self.state(host)
-                st.facts = mark_unsafe({**facts, "ansible_facts": facts})
-                self.events.host_facts(host, facts)
-        except Unreachable as e:
-            res = unreachable_result(str(e))
-        except HostBusy as e:
-            res = failed_result(str(e), host_busy=True)
-        except Exception as e:  # noqa: BLE001
-            res = failed_result(f"gathering facts: {type(e).__name__}: {e}")
-        ended = time.time()
-        return {host: self._finish(pctx, host, FACTS_TASK, Frame(), res, started, ended, set())}
-
     # -- variables
     def inventory_vars(self, host: str) -> dict:
         v = self._inv_vars.get(host)
@@ -643,6 +553,11 @@ class _Run:
             with self.lock:
                 self._inv_vars[host] = v
         return v
+
+    def groups_changed(self, host: str) -> None:
+        """A task added `host` to a group: `groups` and the host's group_names are recomputed."""
+        self._groups = None
+        self._inv_vars.pop(host, None)
 
     def groups(self) -> dict:
         if self._groups is None:
@@ -683,32 +598,21 @@ class _Run:
         }
 
     def task_vars(self, pctx: _Play, host: str, task, frame: Frame, check: bool) -> dict:
-        """inventory < facts < play vars < vars_files < block/task vars < registered/set_fact < extra vars."""
+        """Every variable the task sees, in the order of engine/variables.py."""
         st = self.state(host)
-        v = dict(getattr(task, "defaults", None) or {})   # role defaults: the lowest precedence
-        v.update(self.inventory_vars(host))
-        v.update(st.facts)
-        v.update(pctx.play.vars or {})
-        v.update(pctx.vars_files)
-        v.update(getattr(task, "vars", None) or {})
-        v.update(st.persistent)
-        v.update(self.options.extra_vars or {})
-        v.update(self._magic(pctx, host, check))
-        return v
+        return layered(role_defaults=task.defaults, inventory=self.inventory_vars(host), facts=st.facts,
+                       play_vars=pctx.play.vars, vars_files=pctx.vars_files, task_vars=task.vars,
+                       persistent=st.persistent, extra_vars=self.options.extra_vars,
+                       magic=self._magic(pctx, host, check))
 
     def host_view(self, pctx: _Play, host: str) -> dict:
         """What `hostvars[host]` shows: everything but task-level vars."""
         st = self.state(host)
         with self.lock:
             persistent = dict(st.persistent)
-        v = dict(self.inventory_vars(host))
-        v.update(st.facts)
-        v.update(pctx.play.vars or {})
-        v.update(pctx.vars_files)
-        v.update(persistent)
-        v.update(self.options.extra_vars or {})
-        v.update(inventory_hostname=host, inventory_hostname_short=short_name(host))
-        return v
+        return layered(inventory=self.inventory_vars(host), facts=st.facts, play_vars=pctx.play.vars,
+                       vars_files=pctx.vars_files, persistent=persistent, extra_vars=self.options.extra_vars,
+                       magic={"inventory_hostname": host, "inventory_hostname_short": short_name(host)})
 
     @staticmethod
     def secret_values(variables: dict) -> set:
@@ -758,7 +662,7 @@ class _Run:
             params = self.params_for(host, remote_user)
         except (BadInput, TemplateError) as e:
             raise Unreachable(f"{host}: {e}") from None
-        if st.transport is not None and getattr(st.transport, "params", params).user != params.user:
+        if st.transport is not None and st.transport.params.user != params.user:
             self._close_host(st)
         if st.transport is None:
             st.transport = LocalTransport(params) if params.connection == "local" else self.transport_factory(params)
@@ -783,8 +687,8 @@ class _Run:
             st.connected = True
         return st.transport
 
-    def payload(self, transport, name: str, args: dict, python=None, become_user=None, timeout=None,
-                low_priority: bool = True) -> dict:
+    def payload(self, transport: Transport, name: str, args: dict, python=None, become_user=None, timeout=None,
+                low_priority: bool = True) -> Result:
         return run_payload(transport, name, args, python=python, become_user=become_user, timeout=timeout,
                            low_priority=low_priority)
 
@@ -793,6 +697,7 @@ class _Run:
 
 
 def run_playbook(playbook, inventory, options: RunOptions, events: EventSink, run_id: str,
-                 stop: threading.Event | None = None, transport_factory=None) -> RunOutcome:
-    """Run every play of `playbook` on `inventory`; events go to `events`; never raises for host problems."""
-    return _Run(playbook, inventory, options, events, run_id, stop, transport_factory).run()
+                 modules: dict, stop: threading.Event | None = None, transport_factory=None) -> RunOutcome:
+    """Run every play of `playbook` on `inventory` with `modules` (name -> Module class); events
+    go to `events`; never raises for host problems."""
+    return _Run(playbook, inventory, options, events, run_id, modules, stop, transport_factory).run()

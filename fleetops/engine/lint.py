@@ -23,10 +23,8 @@ def check_playbook(playbook, modules: dict) -> list:
             mod_cls = modules.get(task.module) if task.module else None
             if mod_cls is None:
                 continue
-            static = getattr(mod_cls, "check_static", None)
-            if static is not None:
-                static(task.args or {}, task.key_where(task.module))
-            if getattr(mod_cls, "name", None) == "shell":
+            mod_cls.check_static(task.args or {}, task.key_where(task.module))
+            if mod_cls.name == "shell":
                 templar = templar or Templar()
                 warnings += unquoted_in_shell(templar, task)
     return warnings
@@ -43,7 +41,8 @@ def unquoted_in_shell(templar, task) -> list:
         tokens = list(templar.env.lex(cmd))
     except Exception:  # noqa: BLE001 - validation reports syntax errors itself
         return []
-    inside, src, names = False, [], False
+    inside, names = False, False
+    src: list = []
     for _, kind, val in tokens:
         if kind == "variable_begin":
             inside, src, names = True, [], False

@@ -36,7 +36,9 @@ def split_pattern(pattern: str) -> list:
 
 def _split_colons(part: str) -> list:
     """'a:b[1:2]:c' -> ['a', 'b[1:2]', 'c'], keeping empty pieces so they can be reported."""
-    pieces, current, depth = [], [], 0
+    pieces: list = []
+    current: list = []
+    depth = 0
     for ch in part:
         if ch == "[":
             depth += 1

@@ -20,10 +20,13 @@ import threading
 import time
 import uuid
 import zlib
+from typing import cast
 
 import fleetops.remote
-from fleetops.remote import PAYLOADS
 from fleetops.engine.connection.become import become_failure, become_wrap
+from fleetops.engine.connection.transport import CommandResult, Transport
+from fleetops.engine.module import Result
+from fleetops.remote import PAYLOADS
 
 REMOTE_PKG = "fleetops.remote"
 REMOTE_DIR = os.path.dirname(os.path.abspath(fleetops.remote.__file__))
@@ -164,7 +167,7 @@ def _referenced(source: str, filename: str, name: str, is_pkg: bool) -> set[str]
     """Dotted names (relative to fleetops.remote) that module `name` may import from the
     package, absolute or relative; a name that is not a module is skipped by the caller."""
     pkg = name if is_pkg else name.rpartition(".")[0]
-    found = set()
+    found: set[str] = set()
     for node in ast.walk(ast.parse(source, filename)):
         if isinstance(node, ast.Import):
             found.update(a.name[len(REMOTE_PKG) + 1:] for a in node.names if a.name.startswith(REMOTE_PKG + "."))
@@ -298,15 +301,15 @@ def _tail(data: bytes, lines: int = TAIL_LINES, limit: int = 4000) -> str:
     return "\n".join(text.splitlines()[-lines:])[-limit:]
 
 
-def _failed(msg: str, **extra) -> dict:
+def _failed(msg: str, **extra) -> Result:
     out = {"changed": False, "failed": True, "skipped": False, "msg": msg}
     out.update(extra)
-    return out
+    return cast(Result, out)
 
 
-def run_payload(transport, module: str, args: dict, python: str | None = None,
+def run_payload(transport: Transport, module: str, args: dict, python: str | None = None,
                 become_user: str | None = None, timeout: float | None = None,
-                low_priority: bool = True) -> dict:
+                low_priority: bool = True) -> Result:
     """Run payload `module`'s main(args) (a registered name or a dotted path under
     fleetops.remote) on the transport's host; returns its result.
 
@@ -322,16 +325,15 @@ def run_payload(transport, module: str, args: dict, python: str | None = None,
                        become_user=become_user, timeout=timeout, label=module, low_priority=low_priority)
 
 
-def run_modules(transport, modules: dict, entry: str, args: dict, python: str | None = None,
+def run_modules(transport: Transport, modules: dict, entry: str, args: dict, python: str | None = None,
                 become_user: str | None = None, timeout: float | None = None, label: str | None = None,
-                low_priority: bool = True) -> dict:
+                low_priority: bool = True) -> Result:
     """Lower level of run_payload: ship an explicit {dotted name: source} bundle; `label` names
     the payload in messages (default: the entry module's last name)."""
-    params = getattr(transport, "params", None)
     if python is None:
-        python = getattr(params, "python", None)
+        python = transport.params.python
     if timeout is None:
-        timeout = getattr(params, "command_timeout", None)
+        timeout = transport.params.command_timeout
     label = label or entry.rsplit(".", 1)[-1]
     marker = f"--fleetops-result-{uuid.uuid4().hex}--"
     try:
@@ -352,7 +354,7 @@ def run_modules(transport, modules: dict, entry: str, args: dict, python: str | 
     return out
 
 
-def _parse(res, marker: str, label: str, tried: list, timeout) -> dict:
+def _parse(res: CommandResult, marker: str, label: str, tried: list, timeout) -> Result:
     if res.timed_out:
         return _failed(f"payload {label} timed out after {timeout:g}s", stderr=_tail(res.stderr))
     if res.rc == 127 and NO_PYTHON.encode() in res.stderr:
@@ -380,4 +382,4 @@ def _parse(res, marker: str, label: str, tried: list, timeout) -> dict:
     data.setdefault("failed", False)
     data.setdefault("skipped", False)
     data.setdefault("msg", "")
-    return data
+    return cast(Result, data)

@@ -24,6 +24,7 @@ from fleetops.engine import results_backend as _backend
 from fleetops.engine.clean import clean, clean_options, clean_per_host, scrub_text
 from fleetops.engine.events import EventSink
 from fleetops.engine.results_schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
+from fleetops.engine.recap import COUNTERS, increments, result_status
 
 DEFAULT_RESULTS_DIR = "fleetops-runs"
 DB_NAME = "runs.db"
@@ -31,7 +32,6 @@ BUSY_TIMEOUT_MS = _backend.BUSY_TIMEOUT_MS
 BATCH_ROWS = 200        # task results written in one transaction at most; every task's are written
 BATCH_SECONDS = 0.5     # before the next task starts, and none waits longer than this
 
-COUNTERS = ("ok", "changed", "unreachable", "failed", "skipped", "rescued", "ignored")
 
 
 def new_run_id() -> str:
@@ -41,32 +41,6 @@ def new_run_id() -> str:
 
 def _dumps(obj) -> str:
     return json.dumps(obj, ensure_ascii=False, default=str, sort_keys=False)
-
-
-def result_status(result: dict) -> str:
-    """One word for a host's task result, in the order the recap cares about."""
-    if result.get("unreachable"):
-        return "unreachable"
-    if result.get("rescued"):
-        return "rescued"
-    if result.get("ignored"):
-        return "ignored"
-    if result.get("failed"):
-        return "failed"
-    if result.get("skipped"):
-        return "skipped"
-    if result.get("changed"):
-        return "changed"
-    return "ok"
-
-
-def counter_increments(status: str) -> tuple:
-    """Recap counters a result adds to (Ansible's convention: changed and ignored also count as ok)."""
-    return {
-        "ok": ("ok",), "changed": ("ok", "changed"), "failed": ("failed",),
-        "unreachable": ("unreachable",), "skipped": ("skipped",),
-        "rescued": ("rescued",), "ignored": ("ok", "ignored"),
-    }[status]
 
 
 # --- controller process liveness -----------------------------------------------------------
@@ -142,7 +116,7 @@ class ResultsStore(EventSink):
         self.results_dir = Path(results_dir or DEFAULT_RESULTS_DIR)
         self.db_url = db_url
         # what may be shown: the file, or the URL without its password
-        self.db_path = _backend.redact(db_url) if db_url else self.results_dir / DB_NAME
+        self.db_path: str | Path = _backend.redact(db_url) if db_url else self.results_dir / DB_NAME
         self.secret_values = set(secret_values or ())
         if db_url:
             self.secret_values |= _backend.url_secrets(db_url)
@@ -153,7 +127,7 @@ class ResultsStore(EventSink):
         self._flush_timer: threading.Timer | None = None
         if create:
             self.results_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        elif not db_url and not self.db_path.exists():
+        elif not db_url and not Path(self.db_path).exists():
             raise FileNotFoundError(2, "no results store here (no run recorded yet)", str(self.db_path))
         self._conn = self._open()
         self._init_schema()
@@ -161,7 +135,7 @@ class ResultsStore(EventSink):
     def _open(self, readonly: bool = False):
         if self.db_url:
             return _backend.PgConnection(self.db_url)
-        return _backend.open_sqlite(self.db_path, readonly=readonly)
+        return _backend.open_sqlite(Path(self.db_path), readonly=readonly)
 
     @property
     def location(self) -> str:
@@ -316,6 +290,7 @@ class ResultsStore(EventSink):
     def host_result(self, host, play_index, task_index, task_name, module, result, started, ended):
         result = result or {}
         status = result_status(result)
+        incs = increments(result)
         clean_result = self.clean(result)
         msg = clean_result.get("msg") if isinstance(clean_result, dict) else None
         duration = result.get("duration")
@@ -324,7 +299,7 @@ class ResultsStore(EventSink):
         row = (self.run_id, host, play_index, task_index, self.text(task_name), self.text(module), status,
                None if msg is None else str(msg), started, ended, duration, _dumps(clean_result))
         with self._lock:
-            self._pending.append(row)
+            self._pending.append((row, incs))
             full = len(self._pending) >= BATCH_ROWS
             if not full and self._flush_timer is None:
                 self._flush_timer = threading.Timer(BATCH_SECONDS, self.flush)
@@ -347,12 +322,12 @@ class ResultsStore(EventSink):
     def _write_results(c, rows: list) -> None:
         c.executemany(
             "INSERT INTO task_results(run_id, host, play_index, task_index, task_name, module, status,"
-            " msg, started, ended, duration, result) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+            " msg, started, ended, duration, result) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", [r for r, _ in rows])
         per_host: dict = {}
-        for r in rows:
+        for r, incs in rows:
             counts = per_host.setdefault((r[0], r[1]), {})
             counts["last_seen"] = max(counts.get("last_seen", 0.0), r[9] or time.time())
-            for k in counter_increments(r[6]):
+            for k in incs:
                 counts[k] = counts.get(k, 0) + 1
         for (run_id, h), counts in per_host.items():
             last = counts.pop("last_seen")

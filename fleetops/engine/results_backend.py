@@ -20,6 +20,7 @@ import sqlite3
 import sys
 import threading
 import time
+from typing import cast
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -132,7 +133,6 @@ class PgConnection:
         except ImportError:
             raise OSError(0, "a PostgreSQL results store needs psycopg: pip install 'fleetops[postgresql]'",
                           redact(url)) from None
-        self._psycopg = psycopg
         try:
             self._conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
         except psycopg.Error as exc:
@@ -198,7 +198,7 @@ class PgConnection:
     def executemany(self, sql: str, seq):
         with self._lock:
             cur = self._conn.cursor(row_factory=_row_factory)
-            cur.executemany(self.translate(sql), [tuple(p) for p in seq])
+            cur.executemany(cast(str, self.translate(sql)), [tuple(p) for p in seq])
             return cur
 
     def prepare_schema(self) -> None:

@@ -10,6 +10,7 @@ report never writes to it or takes its write lock.
 from __future__ import annotations
 
 import os
+from typing import Any
 from pathlib import Path
 
 from fleetops.engine import results_backend as _backend
@@ -21,10 +22,9 @@ class StoreReader:
 
     def __init__(self, results_dir: str | os.PathLike, db_url: str | None = None):
         self.results_dir = Path(results_dir)
-        self.backend = "postgresql" if db_url else "sqlite"
         self.location = _backend.redact(db_url) if db_url else str(self.results_dir / DB_NAME)
         if db_url:
-            self._conn = _backend.PgConnection(db_url)
+            self._conn: Any = _backend.PgConnection(db_url)
         else:
             path = self.results_dir / DB_NAME
             if not path.exists():

@@ -187,7 +187,9 @@ def _lexed(env, text: str) -> tuple:
     solid = [i for i, t in enumerate(tokens) if t[1] != "whitespace"]
     neighbours = {i: (tokens[solid[k - 1]][2] if k else None,
                       tokens[solid[k + 1]][2] if k + 1 < len(solid) else None) for k, i in enumerate(solid)}
-    inside, src, names = False, [], []
+    inside = False
+    src: list = []
+    names: list = []
     for i, (_, kind, val) in enumerate(tokens):
         if kind == "variable_begin":
             inside, src, names = True, [], []

@@ -1,21 +1,23 @@
 """One task on one host: when -> loop -> render args -> module -> until/retries ->
-changed_when/failed_when. Nothing here touches other hosts or emits events.
+changed_when/failed_when -> register, facts, notify. Nothing here touches other hosts
+or emits events; fact gathering is a task like any other (`facts_task`).
 
-Kept apart from executor.py (which owns batches, blocks, handlers and events)
+Kept apart from executor.py (which owns batches, blocks, handlers, counters and events)
 so the Ansible task semantics can be read in one place.
 """
 from __future__ import annotations
 
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from fleetops.engine import secrets as _secrets
 from fleetops.engine.connection.runlock import HostBusy
 from fleetops.engine.connection.hostvars import _bool
+from fleetops.engine.module import Arg, Module, Result, TaskContext
+from fleetops.engine.playbook.model import Task
 from fleetops.engine.templating import Templar, TemplateError, mark_unsafe
 from fleetops.errors import Unreachable
-from fleetops.modules.base import Arg, TaskContext
 
 FALSE_STRINGS = {"false", "no", "off", "0", "n", "", "none"}
 # A play or inventory variable: false runs this host's payloads at the priority of the login.
@@ -99,9 +101,83 @@ class Frame:
 
 
 def effective_check(run, task) -> bool:
-    if getattr(task, "check_mode", None) is not None:
+    if task.check_mode is not None:
         return bool(task.check_mode)
     return bool(run.options.check)
+
+
+class GatherFacts(Module):
+    """The play's fact gathering: the `facts` payload, as the login user (never through become)."""
+
+    name = "gather_facts"
+    uses_become = False
+
+    def run(self, ctx: TaskContext, args: dict) -> dict:
+        res = ctx.payload("facts", {})
+        if not res.get("failed") and not isinstance(res.get("ansible_facts"), dict):
+            return failed_result("the facts payload returned no ansible_facts")
+        return dict(res)
+
+
+def facts_task(play) -> Task:
+    """The task a play with `gather_facts` runs first on every host of each batch."""
+    return Task(where=play.where, name="Gathering Facts", module=GatherFacts.name, tags=["always"],
+                remote_user=play.remote_user)
+
+
+def record(run, host: str, task, frame: Frame, res: dict, started: float, ended: float,
+           secret_values: set) -> str:
+    """Finish one host's result: the executor's keys (unreachable, ignored, rescued, duration),
+    then what it leaves on the host for later tasks: registered result, facts, the failed task
+    a rescue sees, notified handlers, included vars, groups added. Returns the host's outcome.
+    Called with the run's lock held."""
+    st = run.state(host)
+    unreachable = bool(res.get("unreachable"))
+    failed = bool(res.get("failed")) and not unreachable
+    ignored = failed and bool(task.ignore_errors)
+    rescued = failed and not ignored and frame.rescuable
+    res["unreachable"] = unreachable
+    res["ignored"] = ignored
+    res["rescued"] = rescued
+    res["duration"] = round(max(0.0, ended - started), 4)
+    for key, default in (("changed", False), ("failed", False), ("skipped", False), ("msg", "")):
+        res.setdefault(key, default)
+
+    if secret_values:
+        st.secrets |= secret_values   # a later task may show a fact templated from one
+    if task.register:
+        st.persistent[task.register] = mark_unsafe(res)
+    if not failed and not unreachable:
+        items = [res] + [r for r in res.get("results", ()) if isinstance(r, dict)]
+        facts: dict = {}               # host -> facts (delegate_facts: the delegate's, per item)
+        for r in items:
+            if isinstance(r.get("ansible_facts"), dict) and not r.get("failed"):
+                to = r.get("delegated_host") if task.delegate_facts else None
+                facts.setdefault(to if to in run.inventory.hosts else host, {}).update(r["ansible_facts"])
+        if task.module == GatherFacts.name:
+            own = facts.get(host, {})
+            st.facts = mark_unsafe({**own, "ansible_facts": own})
+        else:
+            for name, got in facts.items():
+                run.state(name).persistent.update(mark_unsafe(got))
+        for r in items:
+            if isinstance(r.get("ansible_included_vars"), dict) and not r.get("failed"):
+                st.persistent.update(r["ansible_included_vars"])   # project files: templates, rendered when used
+        for r in items:
+            if r.get("add_group") and not r.get("failed") and not r.get("skipped"):
+                run.inventory.add_to_group(host, r["add_group"], r.get("parent_groups") or ["all"])
+                run.groups_changed(host)
+    if rescued:
+        st.persistent["ansible_failed_task"] = {"name": task.name or task.module, "module": task.module}
+        st.persistent["ansible_failed_result"] = mark_unsafe(res)
+    if res.get("changed") and (not failed or ignored) and task.notify:
+        st.notified.update(task.notify)
+    if unreachable:
+        st.unreachable = True
+        return "unreachable"
+    if failed and not ignored:
+        return "rescued" if rescued else "failed"
+    return "skipped" if res.get("skipped") else "ok"
 
 
 def _coerce(value, spec: Arg):
@@ -125,7 +201,7 @@ def _coerce(value, spec: Arg):
     return value
 
 
-def prepare_args(module_cls, rendered: dict, omit: str) -> dict:
+def prepare_args(module_cls, rendered: dict, omit: str | None) -> dict:
     """Drop `omit`ted arguments, fill declared defaults, coerce rendered scalars."""
     args = {k: v for k, v in (rendered or {}).items() if not (isinstance(v, str) and v == omit)}
     for name, spec in (module_cls.args or {}).items():
@@ -167,6 +243,16 @@ class TaskRunner:
         self.secrets: set = set()
 
     # -- the whole task
+    def execute(self) -> dict:
+        """compute(), with an engine bug failing this host only."""
+        try:
+            return self.compute()
+        except Unreachable as e:
+            return unreachable_result(str(e))
+        except Exception as e:  # noqa: BLE001 - an engine bug fails one host, not the whole run
+            return failed_result(f"internal error: {type(e).__name__}: {e}",
+                                 exception=traceback.format_exc(limit=8))
+
     def compute(self) -> dict:
         task = self.task
         variables = self.run.task_vars(self.pctx, self.host, task, self.frame, self.check)
@@ -174,15 +260,13 @@ class TaskRunner:
         self.secrets |= self.run.state(self.host).secrets
         conditions = as_list(task.when)
         if task.loop is None:
-            ok, res = self._when(conditions, variables)
-            if not ok:
-                return res
-            return self._run_once(variables)
+            res = self._when(conditions, variables)
+            return res if res is not None else self._run_once(variables)
         try:
             items = self._loop_items(variables)
         except TemplateError as e:
             return failed_result(f"loop: {e}")
-        loop_var = getattr(task, "loop_var", None) or "item"
+        loop_var = task.loop_var or "item"
         if not items:
             return skipped_result("No items in the list", results=[], skip_reason="No items in the list")
         results = []
@@ -190,8 +274,8 @@ class TaskRunner:
             iv = dict(variables)
             iv[loop_var] = item
             iv["ansible_loop_var"] = loop_var
-            ok, res = self._when(conditions, iv)
-            if ok:
+            res = self._when(conditions, iv)
+            if res is None:
                 res = self._run_once(iv)
             res[loop_var] = item
             res["ansible_loop_var"] = loop_var
@@ -223,16 +307,17 @@ class TaskRunner:
             raise TemplateError(f"loop needs a list, got {type(value).__name__}")
         return list(value)
 
-    def _when(self, conditions: list, variables: dict) -> tuple[bool, dict | None]:
+    def _when(self, conditions: list, variables: dict) -> dict | None:
+        """None when every condition holds, else the task's skipped (or failed) result."""
         for cond in conditions:
             try:
                 if not evaluate_condition(self.templar, cond, variables):
-                    return False, skipped_result("Conditional result was False",
-                                                 skip_reason="Conditional result was False",
-                                                 false_condition=cond if isinstance(cond, (str, bool)) else str(cond))
+                    return skipped_result("Conditional result was False",
+                                          skip_reason="Conditional result was False",
+                                          false_condition=cond if isinstance(cond, (str, bool)) else str(cond))
             except TemplateError as e:
-                return False, failed_result(f"error evaluating when ({cond}): {e}")
-        return True, None
+                return failed_result(f"error evaluating when ({cond}): {e}")
+        return None
 
     # -- one execution (one item)
     def _run_once(self, variables: dict) -> dict:
@@ -258,11 +343,11 @@ class TaskRunner:
         except HostBusy as e:
             return failed_result(str(e), host_busy=True)
 
-        register = getattr(task, "register", None)
-        until = as_list(getattr(task, "until", None))
+        register = task.register
+        until = as_list(task.until)
         try:
-            retries = self._number(getattr(task, "retries", None), 3, variables)
-            delay = float(self._number(getattr(task, "delay", None), 5, variables))
+            retries = self._number(task.retries, 3, variables)
+            delay = float(self._number(task.delay, 5, variables))
         except (TemplateError, TypeError, ValueError) as e:
             return failed_result(f"retries/delay: {e}")
         attempts_max = max(1, int(retries) + 1) if until else 1
@@ -271,8 +356,8 @@ class TaskRunner:
         while True:
             attempt += 1
             res = self._call(module_cls, ctx, args)
-            if ctx.extra.get("delegate_to") and isinstance(res, dict):
-                res.setdefault("delegated_host", ctx.extra["delegate_to"])
+            if ctx.delegate_to and isinstance(res, dict):
+                res.setdefault("delegated_host", ctx.delegate_to)
             if res.get("unreachable"):
                 return res
             cond_vars = variables
@@ -326,8 +411,8 @@ class TaskRunner:
 
     def _apply_conditions(self, res: dict, cond_vars: dict) -> dict:
         task = self.task
-        changed_when = getattr(task, "changed_when", None)
-        failed_when = getattr(task, "failed_when", None)
+        changed_when = task.changed_when
+        failed_when = task.failed_when
         try:
             if changed_when:
                 res["changed"] = all(evaluate_condition(self.templar, c, cond_vars) for c in changed_when)
@@ -358,12 +443,10 @@ class TaskRunner:
         if module_cls.runs_on_controller:
             transport = None
         else:
-            transport = run.transport_for(conn_host, delegated,
-                                          getattr(task, "remote_user", None) if conn_host == self.host else None)
+            transport = run.transport_for(conn_host, delegated, task.remote_user if conn_host == self.host else None)
         become_user = None
-        if getattr(task, "become", False) or run.inventory_become(conn_host):  # play, blocks, own; or the host's
-            become_user = (getattr(task, "become_user", None) or run.inventory_become_user(conn_host)
-                           or "root")
+        if module_cls.uses_become and (task.become or run.inventory_become(conn_host)):  # play, blocks, own; or the host's
+            become_user = task.become_user or run.inventory_become_user(conn_host) or "root"
         python = None
         if transport is not None and not delegated:
             python = transport.params.python
@@ -373,23 +456,21 @@ class TaskRunner:
             low = self.templar.render(low, variables)
         low = _bool(low) if low not in (None, "") else True
 
-        def payload(name: str, pargs: dict, timeout: float | None = None) -> dict:
+        def payload(name: str, args: dict, timeout: float | None = None) -> Result:
             if transport is None:
                 raise RuntimeError(f"module {module_cls.name} runs on the controller and has no host connection")
             if low is None:
-                return {"changed": False, "failed": True, "skipped": False,
-                        "msg": f"variable '{LOW_PRIORITY_VAR}' must be true or false, got "
-                               f"{variables.get(LOW_PRIORITY_VAR)!r}"}
-            return run.payload(transport, name, payload_args(pargs, check, diff), python=python,
+                return cast(Result, failed_result(f"variable '{LOW_PRIORITY_VAR}' must be true or false, got "
+                                                  f"{variables.get(LOW_PRIORITY_VAR)!r}"))
+            return run.payload(transport, name, payload_args(args, check, diff), python=python,
                                become_user=become_user, timeout=timeout, low_priority=low)
 
         return TaskContext(
             host=self.host, transport=transport, variables=variables, check=check, diff=diff,
             host_dir=run.host_dir(self.host), payload=payload,
-            project_dir=getattr(self.pctx.play, "base_dir", None) or run.playbook_dir,
-            templar=self.templar,
-            extra={"become_user": become_user, "delegated": delegated, "delegate_to": target, "run_id": run.run_id,
-                   "results_dir": run.options.results_dir, "stop": run.stop, "task": task,
-                   "scrub": lambda text: _secrets.scrub(text, self.secrets)},
+            project_dir=self.pctx.play.base_dir or run.playbook_dir,
+            templar=self.templar, run_id=run.run_id, become_user=become_user, delegate_to=target,
+            task=task, stop=run.stop, role_path=task.role_path,
+            scrub=lambda text: _secrets.scrub(text, self.secrets),
         )
 

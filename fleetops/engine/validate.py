@@ -43,7 +43,8 @@ class _Checker:
         self.templar = templar
         self.handlers = handlers
 
-    def check(self, value, known: set, where: str, conditional: bool = False, guards: frozenset = frozenset()):
+    def check(self, value, known: set, where: str | None, conditional: bool = False,
+              guards: frozenset = frozenset()):
         try:
             needed = self.templar.undeclared(value, conditional=conditional)
             if needed:
@@ -60,7 +61,7 @@ class _Checker:
         except TemplateError as exc:
             raise BadInput(exc.msg, where=where) from None
 
-    def check_tree(self, value, known: set, where: str, guards: frozenset):
+    def check_tree(self, value, known: set, where: str | None, guards: frozenset):
         """Templates anywhere in nested args, each reported at the key holding it."""
         if isinstance(value, dict):
             for k, v in value.items():
@@ -74,7 +75,7 @@ class _Checker:
         else:
             self.check(value, known, where, guards=guards)
 
-    def check_vars(self, variables: dict, known: set, fallback: str, guards=frozenset()):
+    def check_vars(self, variables: dict, known: set, fallback: str | None, guards=frozenset()):
         for k, v in variables.items():
             kw = variables.key_where(k) if isinstance(variables, Mapping) else fallback
             self.check_tree(v, known, kw, guards)
@@ -96,7 +97,7 @@ class _Checker:
             if isinstance(getattr(task, key), str) and key in task.positions:
                 self.check(getattr(task, key), scope, task.key_where(key), guards=guards)
         if task.is_block:
-            for sub in task.block:
+            for sub in task.block or ():
                 self.task(sub, scope, guards, rescue)
             for sub in task.rescue or ():
                 self.task(sub, scope, guards, True)
@@ -105,7 +106,7 @@ class _Checker:
             return
         if task.loop is not None:
             self.check_tree(task.loop, known | set(task.vars), task.key_where("loop"), guards)
-        self.check_tree(task.args, scope, task.key_where(task.module), guards)
+        self.check_tree(task.args, scope, task.key_where(str(task.module)), guards)
         for key in ("until", "failed_when", "changed_when"):
             value = getattr(task, key)
             if value is not None:
@@ -138,7 +139,7 @@ def _select(play: Play, inventory, grouping: bool = False) -> list:
     if not hosts and grouping:
         return list(inventory.select("all"))
     if not hosts:
-        inv = getattr(inventory, "path", None) or "(inventory)"
+        inv = inventory.path or "(inventory)"
         raise BadInput(f"hosts pattern '{play.hosts}' matches no host in inventory {inv}", where=where)
     return hosts
 
@@ -173,7 +174,7 @@ def check_inventory_templates(templar: Templar, inventory, host: str, variables:
                     continue    # left to render time, where a use of it fails (as in Ansible)
                 if origins is None and hasattr(inventory, "var_origins"):
                     origins = inventory.var_origins(host)
-                where = (origins or {}).get(name) or getattr(inventory, "path", None)
+                where = (origins or {}).get(name) or inventory.path
                 raise BadInput(f"host '{host}': variable '{name}': {exc.msg}", where=where) from None
             seen.add(text)
 
@@ -211,7 +212,7 @@ def check_connections(inventory, hosts, extra_vars: dict | None = None, playbook
             try:
                 check_private_key(params.key_file)
             except BadInput as exc:
-                raise BadInput(f"host {host}: {exc.msg}", where=exc.where or getattr(inventory, "path", None)) from None
+                raise BadInput(f"host {host}: {exc.msg}", where=exc.where or inventory.path) from None
 
 
 def _resolve_limits(templar: Templar, play: Play, files: list, extra_vars: dict) -> None:
@@ -251,7 +252,7 @@ def validate(playbook: Playbook, inventory, extra_vars: dict, modules: dict) -> 
             host_vars = inventory.get_vars(host)
             inv_names |= set(host_vars)
             check_inventory_templates(templar, inventory, host, host_vars, seen_templates)
-        files = []
+        files: list = []
         for path, where in zip(play.vars_files, play.vars_files_where):
             if not os.path.isfile(path):
                 raise BadInput(f"vars file not found: {path}", where=where)

@@ -75,7 +75,7 @@ class Sequence(list):
         return self.where
 
 
-class _Loader(_BaseLoader):
+class _Loader(_BaseLoader):  # type: ignore[misc,valid-type]  # the C loader when PyYAML has it
     """SafeLoader variant building Mapping/Sequence with positions and rejecting duplicate keys."""
 
     def __init__(self, stream, name: str):

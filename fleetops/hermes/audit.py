@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from fleetops.display import Col, FittedTable
 from fleetops.engine.events import EventSink
-from fleetops.modules.base import Arg, Module, TaskContext, result
+from fleetops.engine.module import Arg, Module, TaskContext, result
 
 VERDICT_STYLES = {
     "healthy": "green", "fts_index_damage": "yellow", "index_damage": "yellow",
@@ -89,7 +89,6 @@ class HermesAudit(Module):
     """Read-only audit of every Hermes profile's state.db on the host (one payload round trip)."""
 
     name = "hermes_audit"
-    check_mode_support = True  # it never changes anything, so check mode runs it as is
     args = {
         "deep": Arg((bool, str), default=False),
         "hermes_home": Arg(str, default=None),
@@ -113,7 +112,6 @@ class HermesAudit(Module):
     def run(self, ctx: TaskContext, args: dict) -> dict:
         pargs = {k: v for k, v in args.items() if v not in (None, "") and k != "timeout"}
         pargs["deep"] = _as_bool(args.get("deep"))
-        pargs["_check"] = ctx.check
         res = ctx.payload("hermes_audit", pargs, timeout=args.get("timeout"))
         if not isinstance(res, dict):
             return result(failed=True, msg=f"hermes_audit payload returned {type(res).__name__}")
@@ -361,7 +359,7 @@ def store_audit(store, run_id: str, results: dict) -> None:
     """Figures per run/host/profile (audit_db) and per run/host tooling (audit_host) into runs.db."""
     ensure_tables(store)
     rows = rows_from(results)
-    clean = getattr(store, "clean", lambda x: x)
+    clean = store.clean
     with store.connect() as c:
         for r in rows:
             c.execute("INSERT OR REPLACE INTO audit_db VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (

@@ -9,10 +9,10 @@ what needs acting on, and the table names the hosts that could not be audited.
 from __future__ import annotations
 
 import json
-import os
 import sys
 
-from fleetops.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, BadInput
+from fleetops.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED
+from fleetops.options import SECRETS, results_target
 
 EXIT_NOT_HEALTHY = 5
 
@@ -38,20 +38,19 @@ def exit_code(rows: list, engine_code: int) -> int:
 def audit(args) -> int:
     """Run playbooks/audit.yml on the inventory, store the figures, print the fleet table (or --json)."""
     from fleetops import bundled, runner
-    from fleetops.cli import _SECRETS, results_target
     from fleetops.engine.executor import RunOptions
     from fleetops.hermes.audit import AuditCollector, print_fleet, rows_from, store_audit
 
     extra_vars = {"fleetops_deep": bool(args.deep),
-                  "fleetops_write_probe": bool(getattr(args, "write_probe", False))}
-    if getattr(args, "budget", None):
+                  "fleetops_write_probe": bool(args.write_probe)}
+    if args.budget:
         extra_vars["fleetops_audit_budget_gb"] = args.budget
-    loaded = runner.load(bundled.path("audit"), args.inventory, extra_vars, limit=args.limit, note_secrets=_SECRETS.update)
-    results_dir, results_db = results_target(getattr(args, "results", None))
+    loaded = runner.load(bundled.path("audit"), args.inventory, extra_vars, limit=args.limit, note_secrets=SECRETS.update)
+    results_dir, results_db = results_target(args.results)
     options = RunOptions(limit=args.limit, extra_vars=extra_vars, check=False, forks=args.forks,
-                         accept_new_host_keys=bool(getattr(args, "accept_new_host_keys", False)),
+                         accept_new_host_keys=bool(args.accept_new_host_keys),
                          results_dir=results_dir, results_db=results_db,
-                         known_hosts=getattr(args, "known_hosts", None))
+                         known_hosts=args.known_hosts)
     collector = AuditCollector()
     real_stdout = sys.stdout
     done = runner.execute(loaded, options, json_output=args.json, console=None if args.json else _console(),
@@ -83,7 +82,7 @@ def inspect(args) -> int:
     from fleetops.remote.hermes import audit as hermes_audit
 
     res = hermes_audit.main({"db_path": args.path, "deep": bool(args.deep), "services": False,
-                             "budget_gb": getattr(args, "budget", None)})
+                             "budget_gb": args.budget})
     if res.get("failed"):
         print(f"fleetops inspect: {res.get('msg')}", file=sys.stderr)
         return 2

@@ -1,4 +1,4 @@
-"""Controller side of the repair (issue 5): one thin module per host step.
+"""Controller side of the repair: one thin module per host step.
 
 Each module declares its arguments (validated before any host is contacted), calls its host
 payload (fleetops/remote/hermes/*.py, one round trip) with the right action, passes check
@@ -15,7 +15,8 @@ from __future__ import annotations
 import json
 import os
 
-from fleetops.modules.base import Arg, Module, TaskContext, result
+from fleetops.engine.module import Arg, Module, TaskContext, result
+from fleetops.engine.connection.runlock import TAG
 
 NUM = (int, float, str)
 BOOL = (bool, str)
@@ -36,9 +37,8 @@ def _save(ctx: TaskContext, profile: str, name: str, data) -> str | None:
     path = os.path.join(d, name)
     tmp = path + ".tmp"
     text = json.dumps(data, indent=1, sort_keys=True, default=str)
-    scrub = ctx.extra.get("scrub")
     with open(tmp, "w", encoding="utf-8") as f:
-        f.write(scrub(text) if scrub else text)
+        f.write(ctx.scrub(text))
     os.replace(tmp, path)
     return path
 
@@ -65,10 +65,9 @@ class _Step(Module):
         if allow in (None, ""):
             allow = (ctx.variables or {}).get("hermes_allow_symlink", False)
         out["allow_symlink"] = _truthy(allow)
-        out["run_id"] = args.get("run_id") or ctx.extra.get("run_id")
+        out["run_id"] = args.get("run_id") or ctx.run_id
         if self.action:
             out.setdefault("action", self.action)
-        out["_check"] = ctx.check
         return out
 
     def call(self, ctx: TaskContext, args: dict, pargs: dict | None = None, name: str | None = None) -> dict:
@@ -263,12 +262,10 @@ class HermesHostlock(Module):
     def _payload(self, ctx, args, **kw):
         p = {k: args.get(k) for k in ("hermes_home", "ttl", "wait") if args.get(k) not in (None, "")}
         p.update(kw)
-        p["_check"] = ctx.check
         return ctx.payload("hermes_hostlock", p, timeout=args.get("timeout"))
 
     def _live_runs(self, ctx) -> set | None:
         """Run ids holding the engine's run lock on this host account; None when that cannot be told."""
-        from fleetops.engine.connection.runlock import TAG
         res = ctx.transport.run('ps -u "$(id -u)" -o args= 2>/dev/null', timeout=30)
         if res.rc != 0:
             return None
@@ -286,7 +283,7 @@ class HermesHostlock(Module):
         return runs
 
     def run(self, ctx, args):
-        run_id = args.get("run_id") or ctx.extra.get("run_id")
+        run_id = args.get("run_id") or ctx.run_id
         action = args.get("action") or "acquire"
         res = self._payload(ctx, args, action=action, run_id=run_id, purpose="fleetops repair")
         if action != "acquire" or ctx.check or not res.get("refused"):

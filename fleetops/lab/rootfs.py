@@ -237,12 +237,6 @@ def binfmt_release(machine: str, owner: str) -> None:
         _save_binfmt_state(state)
 
 
-def binfmt_owners_of(owner: str) -> list[str]:
-    """Machines `owner` holds an entry for (so `down` releases exactly those)."""
-    state = _load_binfmt_state()
-    return [m for m in QEMU if owner in state.get(m, {}).get("owners", [])]
-
-
 # ---- building and caching ------------------------------------------------------------------------
 
 def recipe(kind: str) -> dict:

@@ -1,4 +1,4 @@
-"""Controller-side modules: one file each, registered by name in `registry`.
+"""Controller-side generic modules: one file each, listed in `registry.GENERIC`.
 
 A module receives rendered arguments and a TaskContext and returns the module
 contract: {changed, failed, skipped, msg, ...}. Host-side work goes through

@@ -2,7 +2,7 @@
 `cache_valid_time` (ansible.builtin.apt's everyday arguments)."""
 from __future__ import annotations
 
-from fleetops.modules.base import Arg, Module, TaskContext
+from fleetops.engine.module import Arg, Module, TaskContext
 from fleetops.modules.package import COMMON_ARGS, run_package
 
 

@@ -1,7 +1,9 @@
 """`assert`: check conditions on the controller, failing the host when one is false."""
 from __future__ import annotations
 
-from fleetops.modules.base import Arg, Module, TaskContext, result
+from fleetops.engine.module import Arg, Module, TaskContext, result
+from fleetops.engine.taskrun import evaluate_condition
+from fleetops.engine.templating import TemplateError
 
 
 class Assert(Module):
@@ -16,8 +18,6 @@ class Assert(Module):
     }
 
     def run(self, ctx: TaskContext, args: dict) -> dict:
-        from fleetops.engine.taskrun import evaluate_condition
-        from fleetops.engine.templating import TemplateError
         that = args["that"]
         conditions = that if isinstance(that, list) else [that]
         for cond in conditions:

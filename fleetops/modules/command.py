@@ -12,7 +12,9 @@ from __future__ import annotations
 import re
 import shlex
 
-from fleetops.modules.base import Arg, Module, TaskContext, result
+from fleetops.engine.module import Arg, Module, TaskContext, result
+from fleetops.engine.connection.become import become_failure, become_wrap
+from fleetops.engine.connection.output import MAX_COMMAND_OUTPUT, size_text
 
 
 _VAR_RE = re.compile(r"\$(\w+|\{[^}]*\})", re.ASCII)
@@ -62,16 +64,11 @@ def quote_path(path: str) -> str:
     return host_word(path)
 
 
-def become_user(ctx: TaskContext) -> str | None:
-    return (ctx.extra or {}).get("become_user")
-
-
 def run_line(ctx: TaskContext, line: str, stdin: bytes | None = None, timeout: float | None = None,
              max_output: int | None = None):
     """Run an already-quoted command line on the task's transport, through sudo when become is on."""
-    if become_user(ctx):
-        from fleetops.engine.connection.become import become_wrap
-        line = become_wrap(line, become_user(ctx))
+    if ctx.become_user:
+        line = become_wrap(line, ctx.become_user)
     if max_output:
         return ctx.transport.run(line, stdin=stdin, timeout=timeout, max_output=max_output)
     return ctx.transport.run(line, stdin=stdin, timeout=timeout)
@@ -121,11 +118,9 @@ def run_program(ctx: TaskContext, args: dict, line: str, shown: str) -> dict:
         if args.get("stdin_add_newline", True) and not text.endswith("\n"):
             text += "\n"
         stdin = text.encode()
-    from fleetops.engine.connection.become import become_failure
-    from fleetops.engine.connection.output import MAX_COMMAND_OUTPUT, size_text
     res = run_line(ctx, line, stdin=stdin, timeout=args.get("timeout"), max_output=MAX_COMMAND_OUTPUT)
     out, err = _text(res.stdout), _text(res.stderr)
-    why = become_failure(become_user(ctx), res.rc, res.stderr)
+    why = become_failure(ctx.become_user, res.rc, res.stderr)
     if res.timed_out:
         msg = f"timed out: {shown}"
     elif why:
@@ -135,8 +130,7 @@ def run_program(ctx: TaskContext, args: dict, line: str, shown: str) -> dict:
     else:
         msg = ""
     extra = {}
-    dropped = {name: n for name, n in (("stdout", getattr(res, "stdout_dropped", 0)),
-                                       ("stderr", getattr(res, "stderr_dropped", 0))) if n}
+    dropped = {name: n for name, n in (("stdout", res.stdout_dropped), ("stderr", res.stderr_dropped)) if n}
     if dropped:
         note = "; ".join(f"{name} truncated: kept the first {size_text(MAX_COMMAND_OUTPUT)}, "
                          f"discarded {n} more bytes" for name, n in dropped.items())

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import os
 
-from fleetops.modules.base import Arg, Module, TaskContext, result
+from fleetops.engine.module import Arg, Module, TaskContext, result
 
 MAX_CONTENT = 32 * 1024 * 1024
 
@@ -21,7 +21,7 @@ def find_source(ctx: TaskContext, src: str, subdir: str) -> str | None:
     if os.path.isabs(src):
         return src if os.path.exists(src) else None
     base = ctx.project_dir or os.getcwd()
-    role = getattr((ctx.extra or {}).get("task"), "role_path", None)
+    role = ctx.role_path
     in_role = (os.path.join(role, subdir, src), os.path.join(role, src),
                os.path.join(role, "tasks", src)) if role else ()
     for cand in in_role + (os.path.join(base, subdir, src), os.path.join(base, src),
@@ -45,8 +45,6 @@ def put_content(ctx: TaskContext, args: dict, content: bytes, basename: str | No
         "owner": args.get("owner"),
         "group": args.get("group"),
         "backup": bool(args.get("backup")),
-        "_check": ctx.check,
-        "_diff": ctx.diff,
     }
     res = ctx.payload(payload, pargs)
     if not ctx.diff:

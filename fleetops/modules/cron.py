@@ -6,7 +6,7 @@ unified diff under --diff. Other lines of the user's crontab are never touched.
 """
 from __future__ import annotations
 
-from fleetops.modules.base import Arg, Module, TaskContext, result
+from fleetops.engine.module import Arg, Module, TaskContext, result
 
 SCHEDULE = ("minute", "hour", "day", "month", "weekday")
 
@@ -33,7 +33,6 @@ class Cron(Module):
         for k in SCHEDULE:
             if args.get(k) is not None:
                 pargs[k] = str(args[k])
-        pargs.update(_check=ctx.check, _diff=ctx.diff)
         res = ctx.payload("cron", pargs)
         if not ctx.diff:
             res.pop("diff", None)

@@ -1,7 +1,8 @@
 """`debug`: show a message or a variable's value in the run's results."""
 from __future__ import annotations
 
-from fleetops.modules.base import Arg, Module, TaskContext, result
+from fleetops.engine.module import Arg, Module, TaskContext, result
+from fleetops.engine.templating import TemplateError
 
 
 class Debug(Module):
@@ -11,7 +12,6 @@ class Debug(Module):
 
     def run(self, ctx: TaskContext, args: dict) -> dict:
         if args.get("var"):
-            from fleetops.engine.templating import TemplateError
             name = str(args["var"])
             try:
                 value = ctx.templar.evaluate(name, ctx.variables)

@@ -1,7 +1,7 @@
 """`fail`: fail the host with a message (as ansible.builtin.fail)."""
 from __future__ import annotations
 
-from fleetops.modules.base import Arg, Module, TaskContext, result
+from fleetops.engine.module import Arg, Module, TaskContext, result
 
 
 class Fail(Module):

@@ -9,8 +9,7 @@ import base64
 import hashlib
 import os
 
-from fleetops.modules.base import Arg, Module, TaskContext, result
-from fleetops.modules.command import become_user
+from fleetops.engine.module import Arg, Module, TaskContext, result
 
 
 def _sha256(path: str) -> str | None:
@@ -47,7 +46,7 @@ class Fetch(Module):
         before = _sha256(local)
         tmp = f"{local}.fetching"
         try:
-            if become_user(ctx) or src.startswith("~"):
+            if ctx.become_user or src.startswith("~"):
                 # SFTP cannot sudo and does not expand ~: read it with the fetch payload instead
                 res = ctx.payload("fetch", {"src": src})
                 if res.get("failed"):
@@ -75,7 +74,7 @@ class Fetch(Module):
         if not os.path.exists(tmp):
             return result(failed=True, msg=f"fetch of {src} produced no file", src=src)
         host_sha = _sha256(tmp)
-        scrubbed = _scrub_text_file(tmp, ctx.extra.get("scrub"))
+        scrubbed = _scrub_text_file(tmp, ctx.scrub)
         after = _sha256(tmp)
         os.replace(tmp, local)
         out = result(changed=after != before, msg=f"fetched {src}", src=src, dest=local, checksum=after)
@@ -88,8 +87,6 @@ class Fetch(Module):
 def _scrub_text_file(path: str, scrub) -> bool:
     """Mask secret values in a fetched text file: the copy is part of the run's record, which
     holds no secret (the host keeps the original). Binary files (a database) are kept as they are."""
-    if scrub is None:
-        return False
     with open(path, "rb") as f:
         data = f.read()
     if b"\0" in data:

@@ -1,7 +1,7 @@
 """`file`: a path's state (directory, absent, touch, file) and mode/owner, in one payload call."""
 from __future__ import annotations
 
-from fleetops.modules.base import Arg, Module, TaskContext
+from fleetops.engine.module import Arg, Module, TaskContext
 
 
 class File(Module):
@@ -17,7 +17,6 @@ class File(Module):
 
     def run(self, ctx: TaskContext, args: dict) -> dict:
         pargs = {k: args.get(k) for k in ("path", "state", "mode", "owner", "group", "force")}
-        pargs.update(_check=ctx.check, _diff=ctx.diff)
         res = ctx.payload("file", pargs)
         if not ctx.diff:
             res.pop("diff", None)

@@ -2,7 +2,7 @@
 so that later plays can target it; the executor adds the membership for the rest of the run."""
 from __future__ import annotations
 
-from fleetops.modules.base import Arg, Module, TaskContext, result
+from fleetops.engine.module import Arg, Module, TaskContext, result
 
 
 class GroupBy(Module):

@@ -10,7 +10,7 @@ import re
 
 from fleetops.engine.varsfile import load_vars_file
 from fleetops.errors import BadInput
-from fleetops.modules.base import Arg, Module, TaskContext, result
+from fleetops.engine.module import Arg, Module, TaskContext, result
 
 EXTENSIONS = ("yaml", "yml", "json")
 _TEMPLATE = re.compile(r"\{\{.*?\}\}|\{%.*?%\}")
@@ -78,7 +78,7 @@ class IncludeVars(Module):
         return names
 
     def run(self, ctx: TaskContext, args: dict) -> dict:
-        task = (ctx.extra or {}).get("task")
+        task = ctx.task
         raw = args.get("cmd") or args.get("file") or args.get("dir")
         path = find(str(raw), task, ctx.project_dir or os.getcwd())
         if path is None:

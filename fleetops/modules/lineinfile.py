@@ -3,7 +3,7 @@ ansible.builtin.lineinfile's decisions, `backup`, `create`, `validate` and check
 from __future__ import annotations
 
 from fleetops.errors import BadInput
-from fleetops.modules.base import Arg, Module, TaskContext
+from fleetops.engine.module import Arg, Module, TaskContext
 
 PATH_NAMES = ("path", "dest", "name")        # Ansible's aliases of `path`
 
@@ -32,7 +32,6 @@ class LineInFile(Module):
     def run(self, ctx: TaskContext, args: dict) -> dict:
         pargs = {k: args.get(k) for k in self.args if k not in PATH_NAMES}
         pargs["path"] = next(args[k] for k in PATH_NAMES if args.get(k) is not None)
-        pargs.update(_check=ctx.check, _diff=ctx.diff)
         res = ctx.payload("lineinfile", pargs)
         if not ctx.diff:
             res.pop("diff", None)

@@ -5,7 +5,7 @@ was not skipped on (its `when` true), as ansible-core's linear strategy does.
 """
 from __future__ import annotations
 
-from fleetops.modules.base import Arg, Module, TaskContext, result
+from fleetops.engine.module import Arg, Module, TaskContext, result
 
 ACTIONS = ("flush_handlers", "end_play", "end_host", "end_batch", "noop")
 

@@ -3,7 +3,7 @@ ansible.builtin.package hands the task to the host's own package module (apt; a 
 apt-get fails the task with that reason)."""
 from __future__ import annotations
 
-from fleetops.modules.base import Arg, Module, TaskContext
+from fleetops.engine.module import Arg, Module, TaskContext
 
 STATES = ("present", "installed", "absent", "removed", "latest")
 COMMON_ARGS = {

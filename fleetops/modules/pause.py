@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 from fleetops.errors import BadInput
-from fleetops.modules.base import Arg, Module, TaskContext, result
+from fleetops.engine.module import Arg, Module, TaskContext, result
 
 
 class Pause(Module):
@@ -35,7 +35,7 @@ class Pause(Module):
         if wait < 0:
             return result(failed=True, msg=f"pause: cannot wait a negative time ({raw})")
         start = time.time()
-        stop = (ctx.extra or {}).get("stop")
+        stop = ctx.stop
         interrupted = stop.wait(wait) if stop is not None else bool(time.sleep(wait))
         delta = round(time.time() - start, 3)
         if interrupted:

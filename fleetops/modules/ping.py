@@ -1,7 +1,7 @@
 """`ping`: prove fleetops can log in and run the host's Python (as ansible.builtin.ping)."""
 from __future__ import annotations
 
-from fleetops.modules.base import Arg, Module, TaskContext
+from fleetops.engine.module import Arg, Module, TaskContext
 
 
 class Ping(Module):

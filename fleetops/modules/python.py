@@ -2,13 +2,13 @@
 path) and return its result.
 
 This is how a playbook reaches any stdlib-only host capability (SQLite
-versions, Hermes state) in one round trip without writing a module.
+versions, an application's state) in one round trip without writing a module.
 """
 from __future__ import annotations
 
 from fleetops.engine import payload
 from fleetops.errors import BadInput
-from fleetops.modules.base import Arg, Module, TaskContext, result
+from fleetops.engine.module import Arg, Module, TaskContext, result
 
 REMOTE_DIR = payload.REMOTE_DIR
 

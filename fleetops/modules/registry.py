@@ -1,47 +1,32 @@
-"""Module registry: every Module subclass in fleetops.modules.* and fleetops.hermes.*, by name.
-
-Discovery instead of a hand-kept list means a new module file is usable (and
-validated) by dropping it in; two modules claiming one name is an error.
-"""
+"""The generic modules, listed by hand: a new module file is usable once it is named here."""
 from __future__ import annotations
 
-import importlib
-import pkgutil
+from fleetops.engine.module import Module
+from fleetops.modules.apt import Apt
+from fleetops.modules.assert_ import Assert
+from fleetops.modules.command import Command
+from fleetops.modules.copy import Copy
+from fleetops.modules.cron import Cron
+from fleetops.modules.debug import Debug
+from fleetops.modules.fail import Fail
+from fleetops.modules.fetch import Fetch
+from fleetops.modules.file import File
+from fleetops.modules.group_by import GroupBy
+from fleetops.modules.include_vars import IncludeVars
+from fleetops.modules.lineinfile import LineInFile
+from fleetops.modules.meta import Meta
+from fleetops.modules.package import Package
+from fleetops.modules.pause import Pause
+from fleetops.modules.ping import Ping
+from fleetops.modules.python import Python
+from fleetops.modules.set_fact import SetFact
+from fleetops.modules.shell import Shell
+from fleetops.modules.stat import Stat
+from fleetops.modules.systemd_user import SystemdUser
+from fleetops.modules.template import Template
+from fleetops.modules.wait_for import WaitFor
 
-from fleetops.modules.base import Module
-
-PACKAGES = ("fleetops.modules", "fleetops.hermes")
-_SKIP = {"fleetops.modules.base", "fleetops.modules.registry"}
-_cache: dict | None = None
-
-
-def _walk(package_name: str):
-    try:
-        package = importlib.import_module(package_name)
-    except ModuleNotFoundError as e:
-        if e.name == package_name:
-            return            # the Hermes package is optional
-        raise
-    for info in pkgutil.iter_modules(package.__path__, package_name + "."):
-        if info.name in _SKIP or info.name.rsplit(".", 1)[-1].startswith("_"):
-            continue
-        yield importlib.import_module(info.name)
-
-
-def get_modules(refresh: bool = False) -> dict[str, type[Module]]:
-    """name -> Module class. Raises RuntimeError when two classes claim the same name."""
-    global _cache
-    if _cache is not None and not refresh:
-        return dict(_cache)
-    found: dict[str, type[Module]] = {}
-    for pkg in PACKAGES:
-        for mod in _walk(pkg):
-            for obj in vars(mod).values():
-                if (isinstance(obj, type) and issubclass(obj, Module) and obj is not Module
-                        and obj.__module__ == mod.__name__ and obj.name):
-                    other = found.get(obj.name)
-                    if other is not None and other is not obj:
-                        raise RuntimeError(f"module name {obj.name!r} is claimed by {other.__module__} and {obj.__module__}")
-                    found[obj.name] = obj
-    _cache = found
-    return dict(found)
+GENERIC: tuple[type[Module], ...] = (
+    Apt, Assert, Command, Copy, Cron, Debug, Fail, Fetch, File, GroupBy, IncludeVars, LineInFile, Meta,
+    Package, Pause, Ping, Python, SetFact, Shell, Stat, SystemdUser, Template, WaitFor,
+)

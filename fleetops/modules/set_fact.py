@@ -5,7 +5,7 @@ and are visible to other hosts through `hostvars`.
 """
 from __future__ import annotations
 
-from fleetops.modules.base import Arg, Module, TaskContext, result
+from fleetops.engine.module import Arg, Module, TaskContext, result
 
 
 class SetFact(Module):

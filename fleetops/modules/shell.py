@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import shlex
 
-from fleetops.modules.base import Arg, Module, TaskContext, result
+from fleetops.engine.module import Arg, Module, TaskContext, result
 from fleetops.modules.command import COMMON_ARGS, run_program
 
 

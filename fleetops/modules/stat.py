@@ -2,7 +2,7 @@
 in ansible.builtin.stat's return shape, so `when: x.stat.exists` reads the same."""
 from __future__ import annotations
 
-from fleetops.modules.base import Arg, Module, TaskContext
+from fleetops.engine.module import Arg, Module, TaskContext
 
 ALGORITHMS = ("md5", "sha1", "sha224", "sha256", "sha384", "sha512")
 

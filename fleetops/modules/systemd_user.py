@@ -7,7 +7,7 @@ instead of failing, so a playbook registers it and takes another path; a task wi
 """
 from __future__ import annotations
 
-from fleetops.modules.base import Arg, Module, TaskContext, result
+from fleetops.engine.module import Arg, Module, TaskContext, result
 
 
 class SystemdUser(Module):
@@ -23,5 +23,4 @@ class SystemdUser(Module):
         if (args.get("state") or args.get("enabled") is not None) and not args.get("name"):
             return result(failed=True, msg="name is required with state or enabled")
         pargs = {k: args.get(k) for k in ("name", "state", "enabled", "daemon_reload")}
-        pargs.update(_check=ctx.check, _diff=ctx.diff)
         return ctx.payload("systemd_user", pargs)

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import os
 
-from fleetops.modules.base import Arg, Module, TaskContext, result
+from fleetops.engine.module import Arg, Module, TaskContext, result
+from fleetops.engine.templating import TemplateError
 from fleetops.modules.copy import find_source, put_content
 
 
@@ -26,7 +27,6 @@ class Template(Module):
             source = f.read()
         variables = dict(ctx.variables)
         variables.update(template_path=path, template_host=ctx.host)
-        from fleetops.engine.templating import TemplateError
         try:
             rendered = ctx.templar.render(source, variables)
         except TemplateError as e:

@@ -4,7 +4,7 @@ The polling runs on the host (payload `wait_for`), in one round trip.
 """
 from __future__ import annotations
 
-from fleetops.modules.base import Arg, Module, TaskContext, result
+from fleetops.engine.module import Arg, Module, TaskContext, result
 
 
 class WaitFor(Module):

@@ -3,15 +3,14 @@
 Why JavaScript files and not JSON: a page opened from file:// may not fetch() a sibling
 file, but it may load a <script>. Each data file is one `Site.put(key, {...})` call; pages
 load the ones they need (a run's per-host results only when a host is opened), so no page
-carries the whole store. Views beyond runs and hosts come from packages that register a
-`contribute(site)` function (the Hermes views: fleet now, trends, repairs).
+carries the whole store. Views beyond runs and hosts are given to `build`: each has a
+`contribute(site)` function (an extension registers them, fleetops/extensions.py).
 """
 from __future__ import annotations
 
 import datetime as _dt
 import hashlib
 import html
-import importlib
 import json
 import os
 import re
@@ -23,7 +22,6 @@ from pathlib import Path
 from fleetops.report_site import data
 
 ASSETS = ("site.css", "site.js", "uPlot.iife.min.js", "uPlot.min.css", "uPlot.LICENSE")
-VIEW_MODULES = ("fleetops.hermes.site",)
 EVIDENCE_MAX_BYTES = 4 * 1048576   # fetched files up to this size are copied into the site; larger ones linked
 
 
@@ -88,10 +86,7 @@ class Site:
 
         Returns [{name, href, bytes}]; a file over EVIDENCE_MAX_BYTES is linked where it lies.
         """
-        src_dir = getattr(self.reader, "evidence_dir", None)
-        if src_dir is None:
-            return []
-        base = Path(src_dir(run_id, host))
+        base = Path(self.reader.evidence_dir(run_id, host))
         root = base / under if under else base
         if not root.is_dir():
             return []
@@ -148,28 +143,17 @@ class Site:
             self.write(f"{page['name']}.html", self._shell(page, source))
 
 
-def _views():
-    for modname in VIEW_MODULES:
-        try:
-            mod = importlib.import_module(modname)
-        except ModuleNotFoundError as exc:
-            if exc.name and modname.startswith(exc.name):
-                continue
-            raise
-        if hasattr(mod, "contribute"):
-            yield mod
-
-
-def build(reader, out: str | os.PathLike, since: float | None = None, source: str = "") -> dict:
-    """Write the whole site into `out` (created; existing files there are replaced). Returns figures."""
+def build(reader, out: str | os.PathLike, since: float | None = None, source: str = "", views=()) -> dict:
+    """Write the whole site into `out` (created; existing files there are replaced), with each
+    of `views` contributing its pages. Returns figures."""
     t0 = time.perf_counter()
     site = Site(reader, out, since)
     site.out.mkdir(parents=True, exist_ok=True)
     site.runs = data.runs(reader, since)
-    for mod in _views():
-        mod.contribute(site)
+    for view in views:
+        view.contribute(site)
     _runs_and_hosts(site)
-    site.finish(source or str(getattr(reader, "location", "")))
+    site.finish(source or str(reader.location))
     return {"out": str(site.out), "pages": len(site.pages), "runs": len(site.runs), "files": site.files,
             "bytes": site.bytes, "seconds": time.perf_counter() - t0}
 

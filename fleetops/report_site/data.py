@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import statistics
 
-from fleetops.engine.results import COUNTERS, run_row
+from fleetops.engine.recap import COUNTERS
+from fleetops.engine.results import run_row
 from fleetops.engine.results_read import dict_rows
 
 HOST_SHARD = 100          # hosts per results file of a run page: one file loaded per host looked at

@@ -16,7 +16,7 @@ from fleetops.engine.executor import RunOptions, run_playbook
 from fleetops.engine.inventory import load_inventory
 from fleetops.engine.connection.local import LocalTransport
 from fleetops.engine.playbook import load_playbook
-from fleetops.modules.registry import get_modules
+from fleetops.extensions import get_modules
 
 
 class Recorder(EventSink):
@@ -96,7 +96,7 @@ def run_yaml(tmp_path, playbook: str, inventory: str = LOCAL_INVENTORY, stop=Non
     opts.setdefault("results_dir", str(tmp_path / "runs"))
     rec = Recorder()
     rec.hooks.update(hooks or {})
-    outcome = run_playbook(book, inventory_obj, RunOptions(**opts), rec, "run-test",
+    outcome = run_playbook(book, inventory_obj, RunOptions(**opts), rec, "run-test", get_modules(),
                            stop=stop, transport_factory=transport_factory or LocalTransport)
     return outcome, rec
 

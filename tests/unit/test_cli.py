@@ -194,7 +194,7 @@ class RunOptions:
     limit: object; tags: object; skip_tags: object; extra_vars: dict; forks: int; check: bool
     diff: bool; accept_new_host_keys: bool; results_dir: str; known_hosts: object; results_db: object = None
 
-def run_playbook(playbook, inventory, options, events, run_id, stop):
+def run_playbook(playbook, inventory, options, events, run_id, modules, stop):
     mode = os.environ["FAKE_MODE"]
     hosts = inventory.select(options.limit or "all")
     secret = options.extra_vars.get("db_password", "")
@@ -233,7 +233,7 @@ _mod("fleetops.engine.executor", RunOptions=RunOptions, run_playbook=run_playboo
 _mod("fleetops.engine.playbook", load_playbook=lambda path, modules: types.SimpleNamespace(plays=[]),
      walk_tasks=lambda tasks: iter(()))
 _mod("fleetops.engine.validate", validate=lambda *a, **k: None, load_vars_file=None)
-_mod("fleetops.modules.registry", get_modules=lambda: {})
+_mod("fleetops.modules.registry", GENERIC=())
 from fleetops.cli import main
 raise SystemExit(main(sys.argv[1:]))
 '''

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 
 
-from fleetops.modules.registry import get_modules
+from fleetops.extensions import get_modules
 
 
 def test_registry_has_generic_modules():

@@ -64,7 +64,8 @@ def _parse_known_hosts(path: str) -> list:
 
 def read_known_hosts(path: str, name: str) -> tuple[list[tuple[str, bytes]], list[bytes]]:
     """(known (keytype, blob) entries, revoked blobs) for `name`; hashed entries included."""
-    known, revoked = [], []
+    known: list = []
+    revoked: list = []
     try:
         entries = cached("known_hosts", path, _parse_known_hosts)
     except FileNotFoundError:

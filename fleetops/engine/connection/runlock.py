@@ -21,8 +21,8 @@ without flock(1) the host's python3 takes the same flock(2) lock and holds it th
 python3, or a home that cannot be flock'ed, as on some NFS mounts) is refused with that reason:
 nothing is run there rather than run unserialised.
 
-This lock is per run and per account. The Hermes repair flow additionally keeps a
-lease in ~/.hermes/fleetops/lock (fleetops/remote/host/hostlock.py) across its steps.
+This lock is per run and per account; a flow that needs a lease across its steps takes its
+own (the `hostlock` payload).
 """
 from __future__ import annotations
 
@@ -169,9 +169,9 @@ def acquire(transport, run_id: str, timeout: float | None = None) -> RunLock | N
     start = getattr(transport, "start", None)
     if start is None:
         return None                       # the controller itself (local): nothing to serialise
-    params = getattr(transport, "params", None)
+    params = transport.params
     if timeout is None:
-        timeout = float(getattr(params, "command_timeout", 60) or 60)
+        timeout = float(params.command_timeout or 60)
     chan = start(lock_command(holder_record(run_id)))
     marker, rest = _read_marker(chan, timeout)
     if marker == HELD:
@@ -180,7 +180,7 @@ def acquire(transport, run_id: str, timeout: float | None = None) -> RunLock | N
         chan.close()
     except Exception:  # noqa: BLE001
         pass
-    name = getattr(params, "name", "") or "host"
+    name = params.name or "host"
     if marker == BUSY:
         try:
             record = json.loads(rest) if rest else {}

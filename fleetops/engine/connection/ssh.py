@@ -16,6 +16,7 @@ import select
 import socket
 import threading
 import time
+from typing import cast
 
 import paramiko
 from paramiko.common import cMSG_CHANNEL_REQUEST
@@ -184,7 +185,7 @@ class SSHTransport(Transport):
     def _open_via_jump(self, timeout: float):
         p = self.params
         try:
-            juser, jhost, jport = parse_jump(p.proxy_jump)
+            juser, jhost, jport = parse_jump(p.proxy_jump or "")
         except ValueError:
             raise Unreachable(f"{self.where}: bad ProxyJump {p.proxy_jump!r} "
                               f"(want [user@]host[:port])") from None
@@ -197,7 +198,7 @@ class SSHTransport(Transport):
         except Unreachable as e:
             raise Unreachable(f"{self.where}: jump host failed: {e}") from e
         try:
-            return self._jump._t.open_channel("direct-tcpip", (p.address, int(p.port)),
+            return cast(paramiko.Transport, self._jump._t).open_channel("direct-tcpip", (p.address, int(p.port)),
                                               ("127.0.0.1", 0), timeout=timeout)
         except (paramiko.SSHException, EOFError, OSError) as e:
             raise Unreachable(f"{self.where}: jump host {jp.address}:{jp.port} could not open a "

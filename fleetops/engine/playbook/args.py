@@ -93,13 +93,13 @@ def module_args(m: Mapping, key: str, mod_name: str, mod_cls, where_key: str) ->
     value = m[key]
     args = Mapping()
     args.where = m.value_where(key)
-    spec = getattr(mod_cls, "args", {}) or {}
+    spec = mod_cls.args or {}
     if isinstance(value, dict):
         for k, v in value.items():
             args[k] = v
             args.set_where(k, value.key_where(k) if isinstance(value, Mapping) else where_key,
                            value.value_where(k) if isinstance(value, Mapping) else None)
-    elif isinstance(value, str) and getattr(mod_cls, "free_form", False):
+    elif isinstance(value, str) and mod_cls.free_form:
         args["cmd"] = value
         args.set_where("cmd", where_key, m.value_where(key))
     elif isinstance(value, str):
@@ -108,7 +108,7 @@ def module_args(m: Mapping, key: str, mod_name: str, mod_cls, where_key: str) ->
             args.set_where(k, where_key, m.value_where(key))
     elif value is not None:
         raise BadInput(f"arguments of module '{mod_name}' must be a mapping"
-                       f"{' or a command string' if getattr(mod_cls, 'free_form', False) else ''}, "
+                       f"{' or a command string' if mod_cls.free_form else ''}, "
                        f"not {kind(value)}", where=m.value_where(key))
     extra = m.get("args")
     if extra is not None:
@@ -148,12 +148,12 @@ def check_args(task: Task, modules: dict) -> None:
     if task.module is None:
         return
     mod_cls = modules[task.module]
-    spec = getattr(mod_cls, "args", {}) or {}
+    spec = mod_cls.args or {}
     args = task.args
     kw = args.key_where if isinstance(args, Mapping) else (lambda k: task.key_where(task.module))
     vw = args.value_where if isinstance(args, Mapping) else kw
-    allow_cmd = getattr(mod_cls, "free_form", False)
-    any_args = getattr(mod_cls, "any_args", False)   # set_fact: every other key is a variable name
+    allow_cmd = mod_cls.free_form
+    any_args = mod_cls.any_args   # set_fact: every other key is a variable name
     for k, v in args.items():
         if any_args and k not in spec:
             if not isinstance(k, str) or not IDENT.match(k):

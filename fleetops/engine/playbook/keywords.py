@@ -29,7 +29,6 @@ BLOCK_KEYS = ("name", "when", "tags", "vars", "become", "become_user", "check_mo
 INCLUDE_KEYS = ("include_tasks", "import_tasks", "include_role", "import_role")
 INCLUDE_TASK_KEYS = BLOCK_KEYS[:-4] + ("remote_user", "args")
 ROLE_ENTRY_KEYS = ("role", "name", "when", "tags", "vars", "become", "become_user", "remote_user")
-ROLE_KEYWORDS = ROLE_ENTRY_KEYS[2:]
 ROLE_FROM_KEYS = ("tasks_from", "vars_from", "defaults_from", "handlers_from")
 LOOP_CONTROL_KEYS = ("loop_var", "label")
 NOT_SUPPORTED = {

@@ -21,7 +21,7 @@ from fleetops.engine.playbook import load_playbook
 from fleetops.engine.executor import RunOptions, run_playbook
 from fleetops.engine.connection.ssh import SSHTransport
 from fleetops.engine.validate import validate
-from fleetops.modules.registry import get_modules
+from fleetops.extensions import get_modules
 from tests.support import oracle
 from tests.support.playbook_run import Recorder
 from tests.support.paths import DATA
@@ -97,7 +97,7 @@ def _fleetops(project: str, lab) -> dict:
     book = load_playbook(os.path.join(project, "site.yml"), get_modules())
     validate(book, inv, {}, get_modules())
     rec = Recorder()
-    run_playbook(book, inv, RunOptions(results_dir=os.path.join(project, "runs")), rec, "parity",
+    run_playbook(book, inv, RunOptions(results_dir=os.path.join(project, "runs")), rec, "parity", get_modules(),
                  transport_factory=SSHTransport)
     out = {}
     for host, _pi, _ti, name, module, res, *_ in rec.of("host_result"):

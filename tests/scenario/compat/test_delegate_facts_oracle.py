@@ -6,7 +6,7 @@ import pytest
 
 from fleetops.errors import BadInput
 from fleetops.engine.playbook import load_playbook
-from fleetops.modules.registry import get_modules
+from fleetops.extensions import get_modules
 from tests.support import oracle
 from tests.support.playbook_run import run_yaml
 

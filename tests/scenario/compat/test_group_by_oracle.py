@@ -85,7 +85,7 @@ def test_a_pattern_matching_nothing_is_still_refused_without_a_group_by_before_i
     from fleetops.engine.playbook import load_playbook
     from fleetops.engine.validate import validate
     from fleetops.errors import BadInput
-    from fleetops.modules.registry import get_modules
+    from fleetops.extensions import get_modules
     (tmp_path / "inventory.yml").write_text(textwrap.dedent(INVENTORY))
     pb = tmp_path / "pb.yml"
     pb.write_text("- hosts: tier_back\n  tasks: [{debug: {msg: x}}]\n"

@@ -11,7 +11,7 @@ from fleetops.engine.inventory import load_inventory
 from fleetops.engine.playbook import load_playbook
 from fleetops.engine.validate import validate
 from fleetops.errors import BadInput
-from fleetops.modules.registry import get_modules
+from fleetops.extensions import get_modules
 from tests.support import oracle
 from tests.support.playbook_run import run_yaml
 

@@ -18,7 +18,7 @@ from fleetops.engine.inventory import load_inventory
 from fleetops.engine.listing import outline
 from fleetops.engine.playbook import load_playbook
 from fleetops.errors import BadInput
-from fleetops.modules.registry import get_modules
+from fleetops.extensions import get_modules
 from tests.support import oracle
 from tests.support.paths import DATA
 

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from fleetops.engine.results import BATCH_SECONDS, ResultsStore, integrity_ok, new_run_id, pid_alive, result_status
+from fleetops.engine.recap import result_status
+from fleetops.engine.results import BATCH_SECONDS, ResultsStore, integrity_ok, new_run_id, pid_alive
 from fleetops.engine.results_schema import SCHEMA_VERSION
 
 SECRET = "s3cr3t-Hunter2-value"

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from fleetops.engine.taskrun import payload_args
-from fleetops.modules.base import TaskContext
+from fleetops.engine.module import TaskContext
 from fleetops.modules.python import Python
 
 

@@ -9,7 +9,7 @@ import pytest
 from fleetops.engine.playbook import load_playbook
 from fleetops.engine.validate import FACT_NAMES, MAGIC_VARS, validate
 from fleetops.errors import BadInput
-from fleetops.modules.base import Arg, Module
+from fleetops.engine.module import Arg, Module
 from tests.support.paths import DATA
 
 DATA = os.path.join(DATA, "playbooks")

@@ -9,7 +9,7 @@ import pytest
 from fleetops.engine.lint import check_playbook
 from fleetops.engine.playbook import load_playbook
 from fleetops.errors import BadInput
-from fleetops.modules.registry import get_modules
+from fleetops.extensions import get_modules
 from tests.support.playbook_run import run_yaml
 
 

@@ -250,7 +250,7 @@ def test_no_fault_hook_in_the_product(tmp_path):
     module argument, payload argument or environment variable of the product reaches one."""
     from fleetops.engine.playbook import load_playbook
     from fleetops.errors import BadInput
-    from fleetops.modules.registry import get_modules
+    from fleetops.extensions import get_modules
 
     book = tmp_path / "p.yml"
     for module in ("hermes_swap", "hermes_rollback"):
