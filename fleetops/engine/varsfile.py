@@ -48,7 +48,7 @@ def _load_json(path: str):
     return data
 
 
-def load_vars_file(path: str, what: str = "a vars file", check_names: bool = True) -> Mapping:
+def load_vars_file(path: str, what: str = "a vars file", check_names: bool = True) -> dict:
     """The file's variables with positions (an empty file gives none). Anything but a mapping is
     BadInput naming `what`; `check_names` refuses names a template cannot use (the inventory
     does not check its variables' names)."""

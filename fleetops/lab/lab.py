@@ -478,7 +478,7 @@ class Lab:
             except KeyError:
                 r = subprocess.run(["useradd", "-m", "-s", "/bin/bash", user], capture_output=True, text=True)
                 if r.returncode not in (0, 9):      # 9: exists (created meanwhile)
-                    raise LabError(f"useradd {user} failed: {r.stderr.strip()}")
+                    raise LabError(f"useradd {user} failed: {r.stderr.strip()}") from None
                 pw = pwd.getpwnam(user)
             if self._shadow_locked(user):
                 subprocess.run(["usermod", "-p", "*", user], check=True, capture_output=True)
@@ -841,7 +841,7 @@ class Lab:
         """Wait for the SSH banner; if sshd died (port taken meanwhile) retry on a new port."""
         # an emulated sshd on a busy 2-core machine can take many seconds to start
         limit = BANNER_TIMEOUT * (FOREIGN_SLOWDOWN if h.get("kind") else 1)
-        for attempt in range(attempts):
+        for _attempt in range(attempts):
             deadline = time.monotonic() + limit
             while time.monotonic() < deadline:
                 p = self._procs.get(h["pid"])

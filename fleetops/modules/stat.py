@@ -9,7 +9,6 @@ ALGORITHMS = ("md5", "sha1", "sha224", "sha256", "sha384", "sha512")
 
 class Stat(Module):
     name = "stat"
-    check_mode_support = True
     args = {
         "path": Arg(str, required=True),
         "follow": Arg(bool, default=False),

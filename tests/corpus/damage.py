@@ -182,7 +182,7 @@ def schema_only_copy(src: Path, dest: Path) -> Path:
     con = sqlite3.connect(dest)
     try:
         order = {"table": 0, "index": 1, "view": 2, "trigger": 3}
-        for typ, name, _t, _r, sql in sorted(objs, key=lambda o: order.get(o[0], 9)):
+        for _typ, name, _t, _r, sql in sorted(objs, key=lambda o: order.get(o[0], 9)):
             if sql and not name.startswith("sqlite_") and name not in shadow:
                 con.execute(sql)
         con.execute("PRAGMA journal_mode=WAL")
@@ -242,7 +242,7 @@ def session_duplicated_behind_title_index(src, out) -> Damage:
     root = pagefile.root_pages(src)["sessions"]
     candidates = []
     with PageFile(out, writable=True) as pf:
-        for pg, page, cells in _leaf_with_cells(pf, root):
+        for pg, _page, cells in _leaf_with_cells(pf, root):
             for i, c in enumerate(cells):
                 if c.overflow is not None:
                     continue
@@ -250,7 +250,7 @@ def session_duplicated_behind_title_index(src, out) -> Damage:
                 if vals[ti] is None:
                     continue
                 candidates.append((not str(vals[ii]).startswith("cron_"), c.size, pg, i, vals[ii], vals[ti]))
-        for _not_cron, _size, pg, i, sid, title in sorted(candidates):
+        for _not_cron, _size, pg, i, sid, title in sorted(candidates):  # noqa: B007 (sid, title: the one the loop breaks on)
             page = pf.parse_page(pg)
             cells = pf.cells(page)
             imgs = [pf.cell_image(page, c) for c in cells]
@@ -392,7 +392,7 @@ def schema_page_damaged(src, out) -> Damage:
     rng = _rng("schema_page_damaged")
     with PageFile(out, writable=True) as pf:
         target = None
-        for pg, page, cells in _leaf_with_cells(pf, 1):
+        for pg, _page, cells in _leaf_with_cells(pf, 1):
             for c in cells:
                 vals = pagefile.decode_record(pf.full_payload(c))
                 if vals[1] == "messages":
@@ -654,7 +654,7 @@ def _readable_rows(ref: Path, keep_pages: int, cut_chains: Optional[Dict[str, Se
         for t in truth.base_tables(ref):
             ids: Set[int] = set()
 
-            def visit(pgno: int) -> None:
+            def visit(pgno: int, ids: Set[int] = ids, t: str = t) -> None:
                 if pgno > keep_pages:
                     return
                 page = pf.parse_page(pgno)
@@ -832,7 +832,7 @@ def schema_page_lost(src, out) -> Damage:
     rng = _rng("schema_page_lost")
     with PageFile(out, writable=True) as pf:
         target, names = None, []
-        for pg, page, cells in _leaf_with_cells(pf, 1):
+        for pg, _page, cells in _leaf_with_cells(pf, 1):
             here = [pagefile.decode_record(pf.full_payload(c))[1] for c in cells]
             if "messages" in here:
                 target, names = pg, here
@@ -947,7 +947,7 @@ def overflow_chains_damaged(src, out) -> Damage:
     root = pagefile.root_pages(src)["messages"]
     picked = []
     with PageFile(out, writable=True) as pf:
-        for pg, page, cells in _leaf_with_cells(pf, root):
+        for _pg, _page, cells in _leaf_with_cells(pf, root):
             for c in cells:
                 if c.overflow is not None and len(pf.overflow_chain(c.overflow)) >= 2:
                     picked.append((c.rowid, pf.overflow_chain(c.overflow)))

@@ -430,7 +430,7 @@ def schema_objects(path) -> List[Tuple[str, str, str, int, Optional[str]]]:
 def root_pages(path) -> Dict[str, int]:
     """Object name -> root page for every b-tree (tables and indexes; virtual tables have none)."""
     roots = {"sqlite_schema": 1}
-    for typ, name, _tbl, root, _sql in schema_objects(path):
+    for _typ, name, _tbl, root, _sql in schema_objects(path):
         if root:
             roots[name] = root
     return roots

@@ -73,7 +73,7 @@ def build(path, sessions=40, msgs=(4, 14), seed=1, big_every=9, deleted=0, title
                   (sid, rng.choice(["cli", "cron", "telegram"]), "m/x", text(rng, 30), parent,
                    t, ("Title %d %s" % (i, text(rng, 2))) if titles and rng.random() < 0.8
                    else None, "/home/ops", round(rng.uniform(0, 1), 6)))
-        for j in range(rng.randint(*msgs)):
+        for _j in range(rng.randint(*msgs)):
             t += rng.uniform(1, 60)
             n = 4000 if big_every and rng.randrange(big_every) == 0 else rng.randint(3, 60)
             c.execute("INSERT INTO messages(session_id, role, content, tool_name, timestamp, "

@@ -289,7 +289,7 @@ def read_schema(conn):
             if o["type"] == "table" and name.startswith(vt + "_") and name[len(vt):] in FTS_SHADOW_SUFFIXES:
                 o["role"] = "fts_shadow"
                 o["fts"] = vt
-    for name, o in objs.items():  # indexes (autoindexes) of shadow tables are FTS too
+    for o in objs.values():  # indexes (autoindexes) of shadow tables are FTS too
         if o["type"] == "index":
             owner = objs.get(o["tbl_name"])
             if owner is not None and owner["fts"]:

@@ -163,11 +163,6 @@ def decode_record(payload, encoding="utf-8", errors="strict"):
     return values
 
 
-def record_serial_types(payload):
-    """Serial types of a record, for shape matching."""
-    return parse_record_header(payload)[0]
-
-
 # ---------------------------------------------------------------- header
 
 class Header(object):

@@ -38,7 +38,7 @@ def fleet_run(lab, tmp_path, *extra) -> dict:
     try:
         doc = json.loads(r.stdout)
     except ValueError:
-        raise AssertionError(f"no JSON document (rc {r.returncode}): {r.stdout[-2000:]} {r.stderr[-2000:]}")
+        raise AssertionError(f"no JSON document (rc {r.returncode}): {r.stdout[-2000:]} {r.stderr[-2000:]}") from None
     doc["_rc"] = r.returncode
     return doc
 

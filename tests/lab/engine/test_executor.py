@@ -30,7 +30,7 @@ def homes(lab) -> dict:
 def snapshot(lab) -> dict:
     """Every file and directory in the lab homes except ~/.ssh: path -> (mode, bytes)."""
     out = {}
-    for name, home in homes(lab).items():
+    for _name, home in homes(lab).items():
         for root, dirs, files in os.walk(home):
             dirs[:] = [d for d in dirs if not (root == home and d == ".ssh")]
             for entry in dirs + files:

@@ -121,7 +121,7 @@ def test_site_from_audit_repair_audit_in_chromium(lab, seeder, std_src, tmp_path
         # Another suite's root Hermes process was running: the repair refused those hosts, as it
         # must. The site is checked against what really happened; REPAIRED needs a quiet machine.
         warnings.warn(f"repair refused on {sorted(foreign)} because of other suites' Hermes processes "
-                      f"({busy[:3]}): REPAIRED not exercised there in this run")
+                      f"({busy[:3]}): REPAIRED not exercised there in this run", stacklevel=1)
     if "lab01" in foreign:   # the canary was refused: the play stopped there
         repaired = set()
         assert [(h, r["outcome"]) for (h, _), r in oracle.items()] == [("lab01", "REFUSED")], oracle

@@ -627,7 +627,7 @@ def test_event_stream_shape(run):
     names = [e[0] for e in rec.events]
     assert names[0] == "run_start" and names[-1] == "run_end"
     assert names.index("play_start") < names.index("batch_start") < names.index("task_start")
-    for host, pi, ti, tname, module, result, started, ended in rec.of("host_result"):
+    for _host, _pi, _ti, _tname, module, result, started, ended in rec.of("host_result"):
         assert module == "command" and started <= ended
         for key in ("changed", "failed", "skipped", "msg", "unreachable", "rescued", "ignored", "duration"):
             assert key in result

@@ -49,7 +49,7 @@ def test_underscore_payload_arguments_are_refused_before_any_host(tmp_path, key)
     assert proc.returncode == 4, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("fleetops: error: "), proc.stderr
-    assert f"pb.yml:7" in lines[0] and f"'{key}'" in lines[0] and "engine's" in lines[0]
+    assert "pb.yml:7" in lines[0] and f"'{key}'" in lines[0] and "engine's" in lines[0]
 
 
 def test_templated_underscore_arguments_are_refused_at_run_time():

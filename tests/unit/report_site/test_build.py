@@ -108,7 +108,7 @@ def test_site_leaves_the_store_alone_and_hostile_strings_stay_text(tmp_path, aud
         b.open(site / "index.html", "table.grid tbody tr")
         assert HOSTILE in b.texts("table.grid tbody tr td:first-child")
         b.open(f"{site / 'run.html'}#20261130T080000Z-aaaaaa", "table.tasks tbody tr")
-        b.eval(f"document.querySelectorAll('button.show')[0].click()")
+        b.eval("document.querySelectorAll('button.show')[0].click()")
         b.wait_for("#host-result pre")
         b.open(f"{site / 'host.html'}#{HOSTILE}", "table.grid tbody tr")
         assert HOSTILE in b.text("h1")

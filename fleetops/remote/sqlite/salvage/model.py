@@ -41,7 +41,6 @@ class Table(object):
         self.without_rowid = bool(sql and re.search(r"WITHOUT\s+ROWID\s*;?\s*$", sql, re.I))
         self.virtual = bool(sql and re.match(r"\s*CREATE\s+VIRTUAL\s+TABLE", sql, re.I))
         self.shadow_of = None
-        self.autoincrement = bool(sql and re.search(r"AUTOINCREMENT", sql, re.I))
 
     @property
     def internal(self):

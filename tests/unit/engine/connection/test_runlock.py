@@ -39,7 +39,7 @@ class PipeChannel:
             except BlockingIOError:
                 if time.monotonic() > end:
                     import socket
-                    raise socket.timeout()
+                    raise socket.timeout() from None
                 time.sleep(0.01)
 
     def shutdown_write(self):

@@ -80,7 +80,6 @@ def test_snapshot_of_an_idle_wal_image_keeps_the_wal_rows(tmp_path, wal_image):
 
 
 def test_free_space_refusal_before_anything(home):
-    db = home / "state.db"
     r = hermes_snapshot.main(args_for(home, min_free_factor=1e9))
     assert r["failed"] and r["refused"] and r["reason"] == "free_space"
     assert "not enough free space" in r["msg"] and "nothing was stopped" in r["msg"]

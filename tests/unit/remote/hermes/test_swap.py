@@ -153,7 +153,7 @@ def test_quarantine_and_swap_refuse_under_a_holder(home, tmp_path, procs):
     db = home / "state.db"
     qdir, _ = quarantine(home)
     new = make_new_db(tmp_path, db)
-    p = start_desktop(procs, db, respawns=0)
+    start_desktop(procs, db, respawns=0)
     before = image_shas(db)  # with the holder's own -wal/-shm
     r = hermes_swap.main(args_for(home, new_db=str(new), quarantine_dir=qdir))
     assert r["failed"] and "hermes serve --isolated" in r["msg"] and "refusing" in r["msg"]

@@ -93,7 +93,7 @@ def test_count_mismatch_fails(home):
 
 
 def test_structurally_damaged_store_fails(tmp_path, std_image):
-    d = damage.make("interior_page_zeroed", std_image, tmp_path / "h" / "state.db")
+    damage.make("interior_page_zeroed", std_image, tmp_path / "h" / "state.db")
     r = hermes_verify.main(args_for(tmp_path / "h", hermes_stats=False))
     assert r["failed"] and "quick_check" in r["msg"], r["msg"]
     assert not r["checks"]["quick_check"]["ok"]

@@ -122,7 +122,7 @@ def _check_output(out, rep, gt, deleted):
         for t, info in gt["tables"].items():
             try:
                 got = dict((r[0], r[1:]) for r in c.execute('SELECT rowid, * FROM "%s" NOT INDEXED' % t))
-            except sqlite3.Error as e:
+            except sqlite3.Error:
                 continue        # table not salvaged (its DDL lost): a loss, reported
             x = rep["tables"].get(t, {})
             named = set(x.get("suspect_rows", {})) | set(map(str, x.get("invalid_utf8_rows", [])))

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The tree's linters, run by scripts/test.sh before the tests: ruff (pyflakes and bugbear rules)
+# on everything ours, vulture for dead code in the product, mypy on the engine's typed seams,
+# and the file-size rule (no product file over 600 lines unless README "Code layout" names it).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PY="${1:-$ROOT/.venv/bin/python}"
+cd "$ROOT"
+"$PY" -m ruff check --quiet --select F,B fleetops bench scripts tests --exclude tests/data
+"$PY" -m vulture fleetops scripts/vulture_allow.py --min-confidence 60
+"$PY" -m mypy --no-error-summary
+"$PY" scripts/file_sizes.py
