@@ -14,6 +14,16 @@ from fleetops.engine.module import Arg, Module, TaskContext, result
 MAX_CONTENT = 32 * 1024 * 1024
 
 
+# where a file goes and what it becomes there: shared by copy and template
+DEST_ARGS = {
+    "dest": Arg(str, required=True),
+    "mode": Arg((str, int)),
+    "owner": Arg((str, int)),
+    "group": Arg((str, int)),
+    "backup": Arg(bool, default=False),
+}
+
+
 def find_source(ctx: TaskContext, src: str, subdir: str) -> str | None:
     """Controller file for `src`: absolute, else the task's role (`<role>/<subdir>/`, the role,
     its tasks/), then `<subdir>/` or beside the playbook, else the project's (as ansible-core)."""
@@ -57,11 +67,7 @@ class Copy(Module):
     args = {
         "content": Arg((str, int, float, dict, list)),
         "src": Arg(str),
-        "dest": Arg(str, required=True),
-        "mode": Arg((str, int)),
-        "owner": Arg((str, int)),
-        "group": Arg((str, int)),
-        "backup": Arg(bool, default=False),
+        **DEST_ARGS,
     }
 
     def run(self, ctx: TaskContext, args: dict) -> dict:

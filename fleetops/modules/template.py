@@ -5,18 +5,14 @@ import os
 
 from fleetops.engine.module import Arg, Module, TaskContext, result
 from fleetops.engine.templating import TemplateError
-from fleetops.modules.copy import find_source, put_content
+from fleetops.modules.copy import DEST_ARGS, find_source, put_content
 
 
 class Template(Module):
     name = "template"
     args = {
         "src": Arg(str, required=True),
-        "dest": Arg(str, required=True),
-        "mode": Arg((str, int)),
-        "owner": Arg((str, int)),
-        "group": Arg((str, int)),
-        "backup": Arg(bool, default=False),
+        **DEST_ARGS,
     }
 
     def run(self, ctx: TaskContext, args: dict) -> dict:
