@@ -90,6 +90,14 @@ class Module:
         raise NotImplementedError
 
 
+def flag(value: Any) -> bool:
+    """A module's on/off argument as it arrives at run time (a template renders to a string):
+    true only for 1, true, yes, on, y, never for a word it does not know."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on", "y")
+    return bool(value)
+
+
 def result(changed: bool = False, failed: bool = False, msg: str = "", skipped: bool = False, **extra) -> dict:
     """Build a module contract dict."""
     out = {"changed": bool(changed), "failed": bool(failed), "skipped": bool(skipped), "msg": msg}

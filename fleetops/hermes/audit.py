@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from fleetops.display import Col, FittedTable
 from fleetops.engine.events import EventSink
-from fleetops.engine.module import Arg, Module, TaskContext, result
+from fleetops.engine.module import Arg, Module, TaskContext, flag, result
 
 VERDICT_STYLES = {
     "healthy": "green", "fts_index_damage": "yellow", "index_damage": "yellow",
@@ -79,12 +79,6 @@ CREATE TABLE IF NOT EXISTS audit_host (
 """
 
 
-def _as_bool(value) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on", "y")
-    return bool(value)
-
-
 class HermesAudit(Module):
     """Read-only audit of every Hermes profile's state.db on the host (one payload round trip)."""
 
@@ -111,7 +105,7 @@ class HermesAudit(Module):
 
     def run(self, ctx: TaskContext, args: dict) -> dict:
         pargs = {k: v for k, v in args.items() if v not in (None, "") and k != "timeout"}
-        pargs["deep"] = _as_bool(args.get("deep"))
+        pargs["deep"] = flag(args.get("deep"))
         res = ctx.payload("hermes_audit", pargs, timeout=args.get("timeout"))
         if not isinstance(res, dict):
             return result(failed=True, msg=f"hermes_audit payload returned {type(res).__name__}")

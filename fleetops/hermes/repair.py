@@ -15,17 +15,11 @@ from __future__ import annotations
 import json
 import os
 
-from fleetops.engine.module import Arg, Module, TaskContext, result
+from fleetops.engine.module import Arg, Module, TaskContext, flag, result
 from fleetops.engine.connection.runlock import TAG
 
 NUM = (int, float, str)
 BOOL = (bool, str)
-
-
-def _truthy(v) -> bool:
-    if isinstance(v, str):
-        return v.strip().lower() in ("1", "true", "yes", "on", "y")
-    return bool(v)
 
 
 def _save(ctx: TaskContext, profile: str, name: str, data) -> str | None:
@@ -64,7 +58,7 @@ class _Step(Module):
         allow = args.get("allow_symlink")
         if allow in (None, ""):
             allow = (ctx.variables or {}).get("hermes_allow_symlink", False)
-        out["allow_symlink"] = _truthy(allow)
+        out["allow_symlink"] = flag(allow)
         out["run_id"] = args.get("run_id") or ctx.run_id
         if self.action:
             out.setdefault("action", self.action)
@@ -289,7 +283,7 @@ class HermesHostlock(Module):
         if action != "acquire" or ctx.check or not res.get("refused"):
             return res
         other = (res.get("lock_holder") or {}).get("run_id")
-        if not other or other == run_id or not _truthy(args.get("take_over_dead_runs", True)):
+        if not other or other == run_id or not flag(args.get("take_over_dead_runs", True)):
             return res
         live = self._live_runs(ctx)
         if live is None or run_id not in live:

@@ -22,14 +22,12 @@ from fleetops.remote.hermes import image_swap, salvage_rules, steplib
 from fleetops.remote.hermes import writers as hermes_writers
 from fleetops.remote.host.durable import sha256_file
 from fleetops.remote.sqlite import salvage as salvage_mod
+from fleetops.remote.sqlite.sql import quote_ident
 
 PATHS = {"healthy": "none", "fts_index_damage": "fts_rebuild", "index_damage": "salvage",
          "structural_corruption": "salvage", "unreadable": "salvage"}
 FTS_SHADOW = ("_data", "_idx", "_content", "_docsize", "_config")
 
-
-def _q(name):
-    return '"%s"' % name.replace('"', '""')
 
 
 def audit_file(db, profile):
@@ -57,7 +55,7 @@ def base_counts(db):
         for n, _sql in objs:
             if n.startswith("sqlite_") or n in fts or any(n == f + s for f in fts for s in FTS_SHADOW):
                 continue
-            out[n] = conn.execute("SELECT count(*) FROM %s NOT INDEXED" % _q(n)).fetchone()[0]
+            out[n] = conn.execute("SELECT count(*) FROM %s NOT INDEXED" % quote_ident(n)).fetchone()[0]
         return out
     finally:
         conn.close()
@@ -117,26 +115,26 @@ def fts_rebuild(image_db, work, out_path):
             if n in fts:
                 out.execute(sql)
                 try:
-                    src_cfg = out.execute("SELECT k, v FROM src.%s ORDER BY k" % _q(n + "_config")).fetchall()
+                    src_cfg = out.execute("SELECT k, v FROM src.%s ORDER BY k" % quote_ident(n + "_config")).fetchall()
                 except sqlite3.Error as exc:
                     notes.append("%s: the image's FTS settings are unreadable (%s); the DDL's kept" % (n, exc))
                     src_cfg = None
                 if src_cfg is not None:
-                    ddl = out.execute("SELECT k, v FROM main.%s" % _q(n + "_config")).fetchall()
+                    ddl = out.execute("SELECT k, v FROM main.%s" % quote_ident(n + "_config")).fetchall()
                     salvage_mod.put_fts_config(out, n, src_cfg, ddl)
         for t, _n, _, sql in objs:
             if t == "trigger":
                 out.execute(sql)
         for n, _ in tables:
-            cols = [r[1] for r in out.execute("PRAGMA src.table_xinfo(%s)" % _q(n)) if r[6] in (0, 1)]
+            cols = [r[1] for r in out.execute("PRAGMA src.table_xinfo(%s)" % quote_ident(n)) if r[6] in (0, 1)]
             rowid = not out.execute("SELECT 1 FROM src.sqlite_master WHERE name=? AND sql LIKE '%WITHOUT ROWID%'",
                                     (n,)).fetchone()
-            collist = ", ".join(_q(x) for x in cols)
+            collist = ", ".join(quote_ident(x) for x in cols)
             if rowid:
                 out.execute("INSERT INTO main.%s(rowid, %s) SELECT rowid, %s FROM src.%s NOT INDEXED" % (
-                    _q(n), collist, collist, _q(n)))
+                    quote_ident(n), collist, collist, quote_ident(n)))
             else:
-                out.execute("INSERT INTO main.%s(%s) SELECT %s FROM src.%s" % (_q(n), collist, collist, _q(n)))
+                out.execute("INSERT INTO main.%s(%s) SELECT %s FROM src.%s" % (quote_ident(n), collist, collist, quote_ident(n)))
         if out.execute("SELECT 1 FROM src.sqlite_master WHERE name='sqlite_sequence'").fetchone() and \
                 out.execute("SELECT 1 FROM main.sqlite_master WHERE name='sqlite_sequence'").fetchone():
             out.execute("DELETE FROM main.sqlite_sequence")
@@ -150,7 +148,7 @@ def fts_rebuild(image_db, work, out_path):
         out.execute("COMMIT")
         out.execute("DETACH DATABASE src")
         for n in fts:
-            out.execute("INSERT INTO %s(%s, rank) VALUES('integrity-check', 1)" % (_q(n), _q(n)))
+            out.execute("INSERT INTO %s(%s, rank) VALUES('integrity-check', 1)" % (quote_ident(n), quote_ident(n)))
             notes.append("%s re-filled from messages by its triggers and integrity-checked" % n)
         if wal:      # the journal mode the image was in (never DELETE to WAL or back)
             out.execute("PRAGMA journal_mode=WAL").fetchall()

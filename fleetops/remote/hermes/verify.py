@@ -26,6 +26,7 @@ import time
 from fleetops.remote.hermes import holders as hermes_holders
 from fleetops.remote.hermes import steplib
 from fleetops.remote.hermes import writers as hermes_writers
+from fleetops.remote.sqlite.sql import quote_ident
 
 PROBE_KEY = "fleetops_verify_probe"
 BAD_OUTPUT = ("malformed", "Traceback", "disk I/O error", "not a database")
@@ -44,9 +45,6 @@ finally:
 print(json.dumps({"ids": [h.get("id") for h in hits]}))
 """
 
-
-def _q(name):
-    return '"%s"' % name.replace('"', '""')
 
 
 def _connect(db, timeout):
@@ -109,7 +107,7 @@ def read_checks(db, expect_counts=None, count_mode="at_least", timeout=30.0):
         out["quick_check"] = steplib.quick_check(c)
         for t, want in sorted((expect_counts or {}).items()):
             try:
-                got = c.execute("SELECT count(*) FROM %s NOT INDEXED" % _q(t)).fetchone()[0]
+                got = c.execute("SELECT count(*) FROM %s NOT INDEXED" % quote_ident(t)).fetchone()[0]
             except sqlite3.Error as exc:
                 out["counts"][t] = {"expected": want, "got": None, "error": str(exc)}
                 out["count_problems"].append("%s: %s" % (t, exc))
@@ -137,7 +135,7 @@ def read_checks(db, expect_counts=None, count_mode="at_least", timeout=30.0):
             try:
                 for rowid, text in c.execute(
                         "SELECT %s, content FROM %s WHERE content IS NOT NULL ORDER BY %s DESC LIMIT 200"
-                        % (_q(key), _q(src), _q(key))):
+                        % (quote_ident(key), quote_ident(src), quote_ident(key))):
                     words = re.findall(r"[A-Za-z0-9]{4,}", text if isinstance(text, str) else "")
                     if words:
                         probe = (rowid, words[0])
@@ -151,7 +149,7 @@ def read_checks(db, expect_counts=None, count_mode="at_least", timeout=30.0):
             if out["probe"] is None or name == "messages_fts":
                 out["probe"] = [probe[1], probe[0]]
             try:
-                hits = [r[0] for r in c.execute("SELECT rowid FROM %s WHERE %s MATCH ?" % (_q(name), _q(name)),
+                hits = [r[0] for r in c.execute("SELECT rowid FROM %s WHERE %s MATCH ?" % (quote_ident(name), quote_ident(name)),
                                                 ('"%s"' % probe[1],))]
                 ok = probe[0] in hits
                 out["fts"][name] = {"probe": probe[1], "rowid": probe[0], "hits": len(hits), "ok": ok,

@@ -11,7 +11,8 @@ import threading
 import time
 
 from fleetops.remote.sqlite.salvage import speculate, verify, write
-from fleetops.remote.sqlite.salvage.sqlutil import _q, _schema_names, _uri
+from fleetops.remote.sqlite.salvage.sqlutil import _schema_names, _uri
+from fleetops.remote.sqlite.sql import quote_ident
 
 
 def create_fts(s, name, trigs):
@@ -146,7 +147,7 @@ def fts_prepare(s, name, trigs, est_bytes=None):
                 and re.search(r"(?i)\busing\s+fts5\b", ft.sql)):
             try:
                 for k, v in s.fts_build_config:
-                    con.execute("INSERT INTO %s(%s, rank) VALUES (?, ?)" % (_q(name), _q(name)),
+                    con.execute("INSERT INTO %s(%s, rank) VALUES (?, ?)" % (quote_ident(name), quote_ident(name)),
                                 (k, v))
                 job.tweaked = dict(s.fts_build_config)
             except sqlite3.Error as e:
@@ -184,14 +185,14 @@ def run_fts_job(s, job):
             con.execute("BEGIN")
             for tn in job.on:
                 t = s.tables[tn]
-                cols = ", ".join(_q(c) for c in t.columns)
+                cols = ", ".join(quote_ident(c) for c in t.columns)
                 if t.alias is None:
                     con.execute("INSERT INTO main.%s(rowid, %s) SELECT rowid, %s FROM "
                                 "fleetops_img.%s NOT INDEXED ORDER BY rowid"
-                                % (_q(tn), cols, cols, _q(tn)))
+                                % (quote_ident(tn), cols, cols, quote_ident(tn)))
                 else:
                     con.execute("INSERT INTO main.%s(%s) SELECT %s FROM fleetops_img.%s "
-                                "NOT INDEXED ORDER BY rowid" % (_q(tn), cols, cols, _q(tn)))
+                                "NOT INDEXED ORDER BY rowid" % (quote_ident(tn), cols, cols, quote_ident(tn)))
             con.execute("COMMIT")
             if job.stop:
                 raise sqlite3.OperationalError("speculative build stopped")
@@ -201,22 +202,22 @@ def run_fts_job(s, job):
         con.execute("ATTACH DATABASE ? AS fleetops_out", (_uri(s.tmp_out, mode="ro"),))
         con.execute("BEGIN")
         for i, tn in enumerate(job.on):
-            cols = ", ".join(_q(c) for c in s.tables[tn].columns)
+            cols = ", ".join(quote_ident(c) for c in s.tables[tn].columns)
             con.execute("CREATE TABLE main.fleetops_rows_%d AS SELECT rowid AS fleetops_rowid, "
-                        "%s FROM fleetops_out.%s ORDER BY rowid" % (i, cols, _q(tn)))
+                        "%s FROM fleetops_out.%s ORDER BY rowid" % (i, cols, quote_ident(tn)))
         con.execute("COMMIT")
         con.execute("DETACH DATABASE fleetops_out")
         con.execute("BEGIN")
         for i, tn in enumerate(job.on):
             t = s.tables[tn]
-            cols = ", ".join(_q(c) for c in t.columns)
+            cols = ", ".join(quote_ident(c) for c in t.columns)
             if t.alias is None:
                 con.execute("INSERT INTO main.%s(rowid, %s) SELECT fleetops_rowid, %s FROM "
                             "main.fleetops_rows_%d ORDER BY fleetops_rowid"
-                            % (_q(tn), cols, cols, i))
+                            % (quote_ident(tn), cols, cols, i))
             else:
                 con.execute("INSERT INTO main.%s(%s) SELECT %s FROM main.fleetops_rows_%d "
-                            "ORDER BY fleetops_rowid" % (_q(tn), cols, cols, i))
+                            "ORDER BY fleetops_rowid" % (quote_ident(tn), cols, cols, i))
         con.execute("COMMIT")
     finally:
         with job.lock:
@@ -330,9 +331,9 @@ def install_fts(s, job):
             for sname in shadows:
                 if job.tweaked and sname == name + "_config":
                     continue       # keep the rows CREATE VIRTUAL TABLE just wrote
-                out.execute("DELETE FROM main.%s" % _q(sname))
+                out.execute("DELETE FROM main.%s" % quote_ident(sname))
                 out.execute("INSERT INTO main.%s SELECT * FROM fleetops_fts.%s"
-                            % (_q(sname), _q(sname)))
+                            % (quote_ident(sname), quote_ident(sname)))
             for r in job.trigs:
                 out.execute(r["sql"])
             cfg = verify.keep_fts_config(s, out, name, job.config)
@@ -379,7 +380,7 @@ class _FtsJob(object):
 
 
 def _fts_config_rows(con, table):
-    return [list(r) for r in con.execute("SELECT k, v FROM main.%s ORDER BY k" % _q(table))]
+    return [list(r) for r in con.execute("SELECT k, v FROM main.%s ORDER BY k" % quote_ident(table))]
 
 
 def put_fts_config(con, name, src_rows, ddl_rows, schema="main"):
@@ -387,7 +388,7 @@ def put_fts_config(con, name, src_rows, ddl_rows, schema="main"):
     `version` as this SQLite's CREATE wrote it; returns the rows written."""
     want = dict((k, v) for k, v in src_rows if k != "version")
     want.update((k, v) for k, v in ddl_rows if k == "version")
-    cfg = "%s.%s" % (schema, _q(name + "_config"))
+    cfg = "%s.%s" % (schema, quote_ident(name + "_config"))
     con.execute("DELETE FROM %s" % cfg)
     for k, v in sorted(want.items()):
         con.execute("INSERT INTO %s(k, v) VALUES (?, ?)" % cfg, (k, v))

@@ -5,7 +5,8 @@ import re
 import sqlite3
 
 from fleetops.remote.sqlite import fileformat as sf
-from fleetops.remote.sqlite.salvage.sqlutil import _content_key, _one, _q
+from fleetops.remote.sqlite.salvage.sqlutil import _content_key, _one
+from fleetops.remote.sqlite.sql import quote_ident
 
 FTS_SHADOW_SUFFIXES = ("data", "idx", "content", "docsize", "config",
                        "segments", "segdir", "stat")
@@ -90,7 +91,7 @@ def _build_model(schema_rows):
             t.defaults = [None] * len(t.columns)
             continue
         try:
-            info = mem.execute("PRAGMA table_xinfo(%s)" % _q(t.name)).fetchall()
+            info = mem.execute("PRAGMA table_xinfo(%s)" % quote_ident(t.name)).fetchall()
         except sqlite3.Error:
             info = []
         pks = [c for c in info if c[5]]

@@ -9,7 +9,8 @@ import sqlite3
 import time
 
 from fleetops.remote.sqlite.salvage import fts
-from fleetops.remote.sqlite.salvage.sqlutil import _q, _uri
+from fleetops.remote.sqlite.salvage.sqlutil import _uri
+from fleetops.remote.sqlite.sql import quote_ident
 
 
 def speculate_fts(s):
@@ -103,7 +104,7 @@ def rows_match_image(s, tn):
     t = s.tables[tn]
     same = " AND ".join(
         "a.{c} IS b.{c} AND typeof(a.{c}) = typeof(b.{c}) "
-        "AND CAST(a.{c} AS BLOB) IS CAST(b.{c} AS BLOB)".format(c=_q(c)) for c in t.columns)
+        "AND CAST(a.{c} AS BLOB) IS CAST(b.{c} AS BLOB)".format(c=quote_ident(c)) for c in t.columns)
     con = None
     try:
         con = sqlite3.connect(_uri(s.report["image"]["path"], mode="ro", immutable="1"),
@@ -114,7 +115,7 @@ def rows_match_image(s, tn):
             "(SELECT count(*) FROM main.{t} NOT INDEXED), "
             "(SELECT count(*) FROM fleetops_out.{t} AS a NOT INDEXED "
             "JOIN main.{t} AS b NOT INDEXED ON b.rowid = a.rowid WHERE {same})".format(
-                t=_q(tn), same=same or "1")).fetchone()
+                t=quote_ident(tn), same=same or "1")).fetchone()
         return n_out == n_img == n_same
     except sqlite3.Error:
         return False

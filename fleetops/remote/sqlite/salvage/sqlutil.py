@@ -8,10 +8,6 @@ from fleetops.remote.host.durable import sha256_file
 from fleetops.remote.sqlite import fileformat as sf
 
 
-def _q(name):
-    return '"' + name.replace('"', '""') + '"'
-
-
 def _uri(path, **params):
     return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?" + "&".join(
         "%s=%s" % kv for kv in params.items())

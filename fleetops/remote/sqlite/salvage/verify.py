@@ -11,21 +11,22 @@ from fleetops.remote.host.durable import fsync_dir, fsync_file, sha256_file
 from fleetops.remote.sqlite import fileformat as sf
 from fleetops.remote.sqlite.salvage import fts, scan
 from fleetops.remote.sqlite.salvage.model import _load_schema_rows
-from fleetops.remote.sqlite.salvage.sqlutil import _jsonable, _one, _q, _schema_names
+from fleetops.remote.sqlite.salvage.sqlutil import _jsonable, _one, _schema_names
+from fleetops.remote.sqlite.sql import quote_ident
 
 
 def fts_check(s, name, out):
     rep = s.fts_report[name]
     out.text_factory = sf.text_or_invalid
     try:
-        out.execute("INSERT INTO %s(%s) VALUES('integrity-check')" % (_q(name), _q(name)))
+        out.execute("INSERT INTO %s(%s) VALUES('integrity-check')" % (quote_ident(name), quote_ident(name)))
         rep["integrity_check"] = "ok"
     except sqlite3.Error as e:
         rep["integrity_check"] = str(e)
     try:
-        rep["rows"] = _one(out, "SELECT count(*) FROM %s" % _q(name))[0]
+        rep["rows"] = _one(out, "SELECT count(*) FROM %s" % quote_ident(name))[0]
         probe = None
-        for row in out.execute("SELECT rowid, * FROM %s LIMIT 200" % _q(name)).fetchall():
+        for row in out.execute("SELECT rowid, * FROM %s LIMIT 200" % quote_ident(name)).fetchall():
             words = [w for text in row[1:] if isinstance(text, str)
                      for w in re.findall(r"[A-Za-z0-9]{4,}", text)]
             if words:
@@ -36,7 +37,7 @@ def fts_check(s, name, out):
             rep["match_ok"] = rep["rows"] == 0
         else:
             hits = [r[0] for r in out.execute(
-                "SELECT rowid FROM %s WHERE %s MATCH ?" % (_q(name), _q(name)),
+                "SELECT rowid FROM %s WHERE %s MATCH ?" % (quote_ident(name), quote_ident(name)),
                 ('"%s"' % probe[1],))]
             rep["match_probe"] = {"word": probe[1], "rowid": probe[0], "hits": len(hits)}
             rep["match_ok"] = probe[0] in hits
@@ -127,8 +128,8 @@ def verify_and_finish(s):
         counts_ok = True
         tables_rep = {}
         for name, st in s.states.items():
-            saved = _one(out, "SELECT count(*) FROM %s NOT INDEXED" % _q(name))[0]
-            via = _one(out, "SELECT count(*) FROM %s" % _q(name))[0]
+            saved = _one(out, "SELECT count(*) FROM %s NOT INDEXED" % quote_ident(name))[0]
+            via = _one(out, "SELECT count(*) FROM %s" % quote_ident(name))[0]
             if saved != via:
                 counts_ok = False
             tables_rep[name] = table_report(s, st, saved, via)

@@ -8,8 +8,9 @@ import sqlite3
 
 from fleetops.remote.sqlite import fileformat as sf
 from fleetops.remote.sqlite.salvage.model import _affinity_doubts
-from fleetops.remote.sqlite.salvage.sqlutil import _jsonable, _q
+from fleetops.remote.sqlite.salvage.sqlutil import _jsonable
 from fleetops.remote.sqlite.salvage.state import INT64_MAX, INT64_MIN
+from fleetops.remote.sqlite.sql import quote_ident
 
 
 def walk_table(s, st):
@@ -20,9 +21,9 @@ def walk_table(s, st):
             walk_without_rowid(s, st)
         return
     sql = ("SELECT rowid, * FROM %s NOT INDEXED WHERE rowid > ? ORDER BY rowid LIMIT ?"
-           % _q(t.name))
+           % quote_ident(t.name))
     try:
-        probe = s.src.execute("SELECT * FROM %s LIMIT 0" % _q(t.name))
+        probe = s.src.execute("SELECT * FROM %s LIMIT 0" % quote_ident(t.name))
         ncols = len(probe.description)
     except sqlite3.Error as e:
         st.walk_errors.append("table unreadable by SQLite: %s" % e)
@@ -79,7 +80,7 @@ def walk_table(s, st):
     # keys the page scan knows but the seeks did not return: passed over (a garbage key
     # reorders a tree) or lost with an error (Python's cursor steps one row ahead, so
     # the row before a failing step is never handed out). A point read never steps on.
-    point = "SELECT rowid, * FROM %s NOT INDEXED WHERE rowid = ?" % _q(t.name)
+    point = "SELECT rowid, * FROM %s NOT INDEXED WHERE rowid = ?" % quote_ident(t.name)
     for k in known:
         if k in seen_walk:
             continue
@@ -98,7 +99,7 @@ def readable_from(s, t, rowid):
     try:
         # as far as a batch reads: a seek can succeed where the next step fails
         s.src.execute("SELECT rowid, * FROM %s NOT INDEXED WHERE rowid >= ? ORDER BY rowid "
-                      "LIMIT ?" % _q(t.name), (rowid, s.batch)).fetchall()
+                      "LIMIT ?" % quote_ident(t.name), (rowid, s.batch)).fetchall()
         return True
     except sqlite3.DatabaseError:
         return False
@@ -140,7 +141,7 @@ def skip_forward(s, st, known, last):
 def walk_without_rowid(s, st):
     t = st.t
     try:
-        for i, row in enumerate(s.src.execute("SELECT * FROM %s" % _q(t.name))):
+        for i, row in enumerate(s.src.execute("SELECT * FROM %s" % quote_ident(t.name))):
             st.add(("wr", i), list(row), walk=True)
     except sqlite3.DatabaseError as e:
         st.walk_errors.append("WITHOUT ROWID table read stopped: %s" % e)

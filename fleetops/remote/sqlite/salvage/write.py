@@ -10,7 +10,8 @@ import time
 from fleetops.remote.sqlite import fileformat as sf
 from fleetops.remote.sqlite.salvage import fts, walk
 from fleetops.remote.sqlite.salvage.model import Version
-from fleetops.remote.sqlite.salvage.sqlutil import _one, _q, _uri
+from fleetops.remote.sqlite.salvage.sqlutil import _one, _uri
+from fleetops.remote.sqlite.sql import quote_ident
 
 
 def write_output(s):
@@ -179,9 +180,9 @@ def vote(s, votes, tn, name, content, cols, exprs):
     sub = [re.sub(r"(?i)\bnew\.", "m.", e) for e in exprs]
     same = " AND ".join("f.%s IS (%s)" % (c, e) for c, e in zip(idx, sub[1:])) or "1"
     sql = ("SELECT m.rowid, (%s) FROM main.%s AS m NOT INDEXED JOIN fleetops_src.%s AS f "
-           "ON f.id = (%s) WHERE m.rowid BETWEEN ? AND ?" % (same, _q(tn), _q(content), sub[0]))
+           "ON f.id = (%s) WHERE m.rowid BETWEEN ? AND ?" % (same, quote_ident(tn), quote_ident(content), sub[0]))
     keys = [r[0] for r in s.out.execute("SELECT rowid FROM main.%s NOT INDEXED ORDER BY rowid"
-                                        % _q(tn))]
+                                        % quote_ident(tn))]
     todo = [keys[i:i + 256] for i in range(0, len(keys), 256)]
     unread = 0
     while todo:
@@ -289,10 +290,10 @@ def load_table(s, st):
     cols = list(t.columns)
     if t.alias is None and not t.without_rowid:
         sql = "INSERT INTO %s(rowid, %s) VALUES (?%s)" % (
-            _q(t.name), ", ".join(_q(c) for c in cols), ", ?" * len(cols))
+            quote_ident(t.name), ", ".join(quote_ident(c) for c in cols), ", ?" * len(cols))
     else:
         sql = "INSERT INTO %s(%s) VALUES (%s)" % (
-            _q(t.name), ", ".join(_q(c) for c in cols), ", ".join("?" * len(cols)))
+            quote_ident(t.name), ", ".join(quote_ident(c) for c in cols), ", ".join("?" * len(cols)))
     st.deferred = []
     for b in range(0, len(plan), s.batch):
         part = plan[b:b + s.batch]
@@ -365,7 +366,7 @@ def missing_parent(s, t, values):
             continue
         try:
             if _one(s.out, "SELECT 1 FROM %s WHERE %s = ? LIMIT 1"
-                    % (_q(ptable), _q(pcol)), (val,)) is None:
+                    % (quote_ident(ptable), quote_ident(pcol)), (val,)) is None:
                 return "FOREIGN KEY: no %s row with %s = %r" % (ptable, pcol, val)
         except sqlite3.Error:
             return None
@@ -377,7 +378,7 @@ def notnull_fks(s, t):
     if t.name not in cache:
         out = []
         try:
-            for f in s.out.execute("PRAGMA foreign_key_list(%s)" % _q(t.name)).fetchall():
+            for f in s.out.execute("PRAGMA foreign_key_list(%s)" % quote_ident(t.name)).fetchall():
                 col, ptable, pcol = f[3], f[2], f[4]
                 if col in t.columns and t.notnull[t.columns.index(col)]:
                     if pcol is None and ptable in s.tables:
@@ -462,25 +463,25 @@ def fk_fix(s):
         out.execute("BEGIN")
         for table, rowid, parent, fkid in bad:
             st = s.states.get(table)
-            fks = [f for f in out.execute("PRAGMA foreign_key_list(%s)" % _q(table)).fetchall()
+            fks = [f for f in out.execute("PRAGMA foreign_key_list(%s)" % quote_ident(table)).fetchall()
                    if f[0] == fkid]
             from_cols = [f[3] for f in fks]
             t = s.tables[table]
-            row = _one(out, "SELECT * FROM %s WHERE rowid = ?" % _q(table), (rowid,))
+            row = _one(out, "SELECT * FROM %s WHERE rowid = ?" % quote_ident(table), (rowid,))
             if row is None:
                 continue
             nullable = all(not t.notnull[t.columns.index(c)] for c in from_cols
                            if c in t.columns)
             if nullable and from_cols:
                 out.execute("UPDATE %s SET %s WHERE rowid = ?" % (
-                    _q(table), ", ".join("%s = NULL" % _q(c) for c in from_cols)), (rowid,))
+                    quote_ident(table), ", ".join("%s = NULL" % quote_ident(c) for c in from_cols)), (rowid,))
                 if st is not None:
                     st.repaired.append({"rowid": rowid, "column": ",".join(from_cols),
                                         "value": None, "was": [row[t.columns.index(c)]
                                                                for c in from_cols],
                                         "rule": "reference to missing %s row set to NULL" % parent})
             else:
-                out.execute("DELETE FROM %s WHERE rowid = ?" % _q(table), (rowid,))
+                out.execute("DELETE FROM %s WHERE rowid = ?" % quote_ident(table), (rowid,))
                 walk.quarantine(s, table, rowid, list(row), "FOREIGN KEY: parent row in %s is "
                                  "missing (orphan)" % parent)
         out.execute("COMMIT")
