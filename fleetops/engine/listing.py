@@ -6,7 +6,7 @@ only a block's `block:` part is listed, handlers and implicit handler flushes ar
 """
 from __future__ import annotations
 
-from fleetops.engine.executor import tags_match
+from fleetops.engine.tags import tags_match
 from fleetops.engine.templating import Templar, TemplateError
 
 DYNAMIC = ("include_tasks", "include_role")

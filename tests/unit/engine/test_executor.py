@@ -9,7 +9,8 @@ import threading
 
 import pytest
 
-from fleetops.engine.executor import split_batches, tags_match
+from fleetops.engine.batches import split_batches
+from fleetops.engine.tags import tags_match
 
 
 def stats_of(outcome, host):
