@@ -2,8 +2,8 @@
 changed_when/failed_when -> register, facts, notify. Nothing here touches other hosts
 or emits events; fact gathering is a task like any other (`facts_task`).
 
-Kept apart from executor.py (which owns batches, blocks, handlers, counters and events)
-so the Ansible task semantics can be read in one place.
+Kept apart from executor.py and tasklist.py (which own batches, blocks, handlers, counters
+and events) so the Ansible task semantics can be read in one place.
 """
 from __future__ import annotations
 
