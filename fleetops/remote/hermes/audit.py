@@ -48,7 +48,10 @@ from fleetops.remote.hermes import journal as hermes_journal
 from fleetops.remote.hermes import paths as hermes_paths
 from fleetops.remote.hermes import persistence as hermes_persistence
 from fleetops.remote.host.durable import sha256_file
-from fleetops.remote.sqlite import fileformat as sqlite_format
+from fleetops.remote.sqlite.fileformat.errors import FormatError
+from fleetops.remote.sqlite.fileformat.header import HEADER_MAGIC, parse_header
+from fleetops.remote.sqlite.fileformat.reader import SQLiteFile
+from fleetops.remote.sqlite.fileformat.wal import read_wal
 from fleetops.remote.sqlite import workers as sqlite_workers
 
 AUDIT_VERSION = 1
@@ -167,11 +170,11 @@ def read_header(path):
         return {"valid": False, "reason": "cannot read: %s" % exc.strerror}
     if len(buf) == 0:
         return {"valid": False, "reason": "empty file (0 bytes)"}
-    if len(buf) < 100 or buf[:16] != sqlite_format.HEADER_MAGIC:
+    if len(buf) < 100 or buf[:16] != HEADER_MAGIC:
         return {"valid": False, "reason": "not a SQLite database (bad header)"}
     try:
-        h = sqlite_format.parse_header(buf)
-    except sqlite_format.FormatError as exc:
+        h = parse_header(buf)
+    except FormatError as exc:
         return {"valid": False, "reason": "invalid header: %s" % exc}
     versions = (h.write_version, h.read_version)
     return {
@@ -317,14 +320,14 @@ def page_owners(db, header, objs, use_wal, wanted=None):
     overlay, db_pages = {}, None
     if use_wal and os.path.exists(db + "-wal"):
         try:
-            w = sqlite_format.read_wal(db + "-wal", header["page_size"])
+            w = read_wal(db + "-wal", header["page_size"])
             if not w.get("error"):
                 overlay, db_pages = w["pages"], w["db_pages"]
-        except (OSError, sqlite_format.FormatError):
+        except (OSError, FormatError):
             overlay = {}
     owners = {}
     wanted = set(wanted) if wanted is not None else None
-    with sqlite_format.SQLiteFile(db, overlay=overlay, page_count=db_pages) as f:
+    with SQLiteFile(db, overlay=overlay, page_count=db_pages) as f:
         claimed = {}
         for o in sorted(objs.values(), key=lambda x: x["rootpage"] or 0):
             root = o["rootpage"]
@@ -930,7 +933,7 @@ class PageOwners(object):
         if self.map is None:
             try:
                 self.map = page_owners(*self.args, wanted=self.wanted)
-            except (OSError, ValueError, sqlite_format.FormatError):
+            except (OSError, ValueError, FormatError):
                 self.map = {}
         return self.map.get(pg)
 

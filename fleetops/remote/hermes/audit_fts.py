@@ -8,7 +8,8 @@ probe. Stdlib only, Python 3.8+.
 """
 import sqlite3
 
-from fleetops.remote.sqlite import fileformat as sqlite_format
+from fleetops.remote.sqlite.fileformat.errors import FormatError
+from fleetops.remote.sqlite.fileformat.record import read_varint
 from fleetops.remote.sqlite import workers as sqlite_workers
 
 
@@ -29,7 +30,7 @@ def _docsize_tokens(blob):
     """Tokens one *_docsize row counts: the sum of its varints (one per column)."""
     total, off, n = 0, 0, len(blob or b"")
     while off < n:
-        v, off = sqlite_format.read_varint(blob, off)
+        v, off = read_varint(blob, off)
         total += v
     return total
 
@@ -129,7 +130,7 @@ def _attempt(fn, *args):
     """("ok", value) or ("error", message): a unit's SQLite or format error becomes evidence."""
     try:
         return ("ok", fn(*args))
-    except (sqlite3.Error, sqlite_format.FormatError) as exc:
+    except (sqlite3.Error, FormatError) as exc:
         return ("error", failure(exc))
 
 

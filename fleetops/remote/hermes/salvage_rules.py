@@ -4,7 +4,7 @@ Passed to salvage (fleetops.remote.sqlite.salvage) by every Hermes caller; stdli
 import sqlite3
 
 from fleetops.remote.hermes import schemas as hermes_schemas
-from fleetops.remote.sqlite import fileformat as sf
+from fleetops.remote.sqlite.fileformat.errors import FormatError
 from fleetops.remote.sqlite.salvage.rules import LostSchema, Rules
 from fleetops.remote.sqlite.salvage.sqlutil import _one
 
@@ -67,7 +67,7 @@ def lost_schema(rows, reader):
             vals = [v for pg in w.leaves for _c, v in reader.leaf_records(pg) if v]
             if len(vals) == 1 and len(vals[0]) == 1 and isinstance(vals[0][0], int):
                 version = vals[0][0]
-        except sf.FormatError:
+        except FormatError:
             pass
     module, how = hermes_schemas.identify(rows, version)
     if module is None:

@@ -8,7 +8,10 @@ import sqlite3
 import tempfile
 
 from fleetops.remote.host.durable import sha256_file
-from fleetops.remote.sqlite import fileformat as sf
+from fleetops.remote.sqlite.fileformat.errors import FormatError
+from fleetops.remote.sqlite.fileformat.header import infer_header, parse_header
+from fleetops.remote.sqlite.fileformat.reader import SQLiteFile
+from fleetops.remote.sqlite.fileformat.wal import apply_wal
 from fleetops.remote.sqlite.salvage.state import SalvageInputError
 
 
@@ -41,18 +44,18 @@ def check_inputs(s):
         head = fh.read(100)
     s.inferred_header = None
     try:
-        sf.parse_header(head)
-    except sf.FormatError as e:
+        parse_header(head)
+    except FormatError as e:
         try:
             with open(s.source, "rb") as fh:
                 size = os.fstat(fh.fileno()).st_size
                 mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
                 try:
-                    s.inferred_header = sf.infer_header(mm)
+                    s.inferred_header = infer_header(mm)
                 finally:
                     if size:
                         mm.close()
-        except sf.FormatError as e2:
+        except FormatError as e2:
             if not s.schema_from:
                 raise SalvageInputError("source is not a SQLite database (%s) and its header "
                                         "cannot be inferred (%s); a damaged header needs "
@@ -86,8 +89,8 @@ def make_image(s):
         wal_copy = image + "-wal"
         shutil.copyfile(wal, wal_copy)
         try:
-            info["wal_applied"] = sf.apply_wal(image, wal_copy)
-        except (OSError, sf.FormatError) as e:
+            info["wal_applied"] = apply_wal(image, wal_copy)
+        except (OSError, FormatError) as e:
             info["wal_applied"] = {"error": str(e)}
             s.notes.append("WAL could not be applied: %s" % e)
         os.unlink(wal_copy)
@@ -124,9 +127,9 @@ def _source_format(image, header, image_info, inferred=(), fallback=None):
     with open(image, "rb") as fh:
         raw = fh.read(100)
     try:
-        own = sf.parse_header(raw)
+        own = parse_header(raw)
         origin = "header"
-    except sf.FormatError:
+    except FormatError:
         own = header
         origin = "fallback header (the source's is unreadable)"
     fields = own
@@ -136,10 +139,10 @@ def _source_format(image, header, image_info, inferred=(), fallback=None):
         known = "file_format_versions" not in inferred
         if fallback:
             try:
-                fields = sf.parse_header(fallback)
+                fields = parse_header(fallback)
                 origin += "; the other fields from schema_from's header"
                 known = True
-            except sf.FormatError:
+            except FormatError:
                 pass
     applied = bool(image_info.get("wal_present") and image_info.get("wal_applied"))
     wal = (fields.write_version, fields.read_version) == (2, 2) or applied
@@ -155,8 +158,8 @@ def _source_format(image, header, image_info, inferred=(), fallback=None):
 
 def _open_reader(image, fallback_header=None):
     try:
-        return sf.SQLiteFile(image)
-    except sf.FormatError:
+        return SQLiteFile(image)
+    except FormatError:
         if not fallback_header:
             raise
     with open(image, "rb") as fh:
@@ -164,6 +167,6 @@ def _open_reader(image, fallback_header=None):
     hdr = bytearray(fallback_header[:100])
     hdr[32:40] = b"\x00" * 8          # the healthy file's freelist is not ours
     data[:100] = hdr
-    rd = sf.SQLiteFile(data=bytes(data))
+    rd = SQLiteFile(data=bytes(data))
     rd.header_from = "schema_from"
     return rd

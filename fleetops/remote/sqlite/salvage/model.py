@@ -4,7 +4,7 @@ and how a leaf page's rows are assigned to a table by their shape.
 import re
 import sqlite3
 
-from fleetops.remote.sqlite import fileformat as sf
+from fleetops.remote.sqlite.fileformat.record import InvalidText
 from fleetops.remote.sqlite.salvage.sqlutil import _content_key, _one
 from fleetops.remote.sqlite.sql import quote_ident
 
@@ -197,7 +197,7 @@ def _affinity_doubts(t, values):
             out.append("%s: numeric text in a %s column" % (col, aff))
         elif aff == "INTEGER" and isinstance(v, float) and v.is_integer() and abs(v) < 2 ** 63:
             out.append("%s: an integral REAL in an INTEGER column" % col)
-        if isinstance(v, (str, bytes)) and not (isinstance(v, bytes) and not isinstance(v, sf.InvalidText)):
+        if isinstance(v, (str, bytes)) and not (isinstance(v, bytes) and not isinstance(v, InvalidText)):
             nul = "\x00" * NUL_RUN if isinstance(v, str) else b"\x00" * NUL_RUN
             if nul in v:
                 out.append("%s: a run of NUL characters in text" % col)

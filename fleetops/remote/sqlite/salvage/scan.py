@@ -1,7 +1,8 @@
 """The page scan: every page classified by the file-format reader, every table leaf decoded
 and given to its table (by root page, else by the shape of its rows), free pages held back.
 """
-from fleetops.remote.sqlite import fileformat as sf
+from fleetops.remote.sqlite.fileformat.btree import PAGE_TYPE_NAMES, TABLE_LEAF
+from fleetops.remote.sqlite.fileformat.errors import FormatError
 from fleetops.remote.sqlite.salvage import walk
 from fleetops.remote.sqlite.salvage.model import (
     Table,
@@ -69,7 +70,7 @@ def page_scan(s):
     # overflow pages hanging off orphaned or freed b-tree pages are not unreadable pages
     chained = set()
     for pgno in orphans:
-        if cls["pages"][pgno]["kind"] not in sf.PAGE_TYPE_NAMES.values() and pgno not in freelist:
+        if cls["pages"][pgno]["kind"] not in PAGE_TYPE_NAMES.values() and pgno not in freelist:
             continue
         try:
             page = rd.btree_page(pgno)
@@ -78,7 +79,7 @@ def page_scan(s):
                 for ov in rd._overflow_page_list(c):
                     if cls["pages"].get(ov, {}).get("owner") is None:
                         chained.add(ov)
-        except sf.FormatError:
+        except FormatError:
             continue
     for pgno in orphans:
         info = cls["pages"][pgno]
@@ -91,9 +92,9 @@ def page_scan(s):
         if on_fl:
             try:
                 page = rd.btree_page(pgno)
-            except sf.FormatError:
+            except FormatError:
                 continue
-            if page.type != sf.TABLE_LEAF:
+            if page.type != TABLE_LEAF:
                 continue
         elif info["kind"] != "table-leaf":
             continue   # orphan index or interior pages hold no rows of their own
@@ -101,7 +102,7 @@ def page_scan(s):
         try:
             for cell, vals in rd.leaf_records(pgno):
                 recs.append((cell, vals))
-        except sf.FormatError as e:
+        except FormatError as e:
             if not on_fl:
                 unattributed.append({"page": pgno, "kind": info["kind"], "reason": str(e)})
             continue
@@ -210,7 +211,7 @@ def interior_children(s):
                 continue
             try:
                 kids.update(s.reader.children(s.reader.btree_page(pgno)))
-            except sf.FormatError:
+            except FormatError:
                 continue
         s.interior_children = kids
     return s.interior_children
@@ -230,7 +231,7 @@ def foreign_leaves(s, st):
     for pgno, other in pages:
         try:
             recs = list(s.reader.leaf_records(pgno))
-        except sf.FormatError:
+        except FormatError:
             continue
         good = [v for c, v in recs if v is not None]
         cands = [st.t] + [t for t in s.tables.values()
@@ -249,7 +250,7 @@ def foreign_leaves(s, st):
 def decode_leaf(s, st, pgno):
     try:
         recs = list(s.reader.leaf_records(pgno))
-    except sf.FormatError as e:
+    except FormatError as e:
         st.bad_pages[pgno] = {"reason": str(e)}
         return
     add_records(s, st, pgno, recs, shape_check=False)
@@ -306,7 +307,7 @@ def _free_pages(rd, cls, header_inferred):
     free = set(walked)
     scanned = {}
     for pgno, info in pages.items():
-        if info["owner"] is not None or pgno in free or info["kind"] in sf.PAGE_TYPE_NAMES.values():
+        if info["owner"] is not None or pgno in free or info["kind"] in PAGE_TYPE_NAMES.values():
             continue
         t = rd.trunk_like(pgno)
         if t and not any(pages[x]["owner"] for x in t["leaves"]):

@@ -3,7 +3,8 @@ rules' shipped DDL for the objects a store lost with its schema page.
 """
 import sqlite3
 
-from fleetops.remote.sqlite import fileformat as sf
+from fleetops.remote.sqlite.fileformat.btree import TABLE_LEAF
+from fleetops.remote.sqlite.fileformat.errors import FormatError
 from fleetops.remote.sqlite.salvage.model import (
     TableState,
     _build_model,
@@ -94,7 +95,7 @@ def recover_schema_rows(s):
     try:
         for r in rd.schema_rows():
             found.setdefault(r["name"], []).append(r)
-    except sf.FormatError:
+    except FormatError:
         pass
     fl = rd.freelist()
     skip = set(fl["trunks"]) | set(fl["leaves"])
@@ -102,10 +103,10 @@ def recover_schema_rows(s):
         if pgno in skip:
             continue
         try:
-            if rd.page(pgno)[0] != sf.TABLE_LEAF:
+            if rd.page(pgno)[0] != TABLE_LEAF:
                 continue
             recs = list(rd.leaf_records(pgno))
-        except sf.FormatError:
+        except FormatError:
             continue
         for _c, v in recs:
             if (v and len(v) == 5 and v[0] in ("table", "index", "view", "trigger")

@@ -5,7 +5,7 @@ import os
 import urllib.parse
 
 from fleetops.remote.host.durable import sha256_file
-from fleetops.remote.sqlite import fileformat as sf
+from fleetops.remote.sqlite.fileformat.record import InvalidText
 
 
 def _uri(path, **params):
@@ -20,7 +20,7 @@ def _one(conn, sql, params=()):
 
 
 def _jsonable(v):
-    if isinstance(v, sf.InvalidText):
+    if isinstance(v, InvalidText):
         return {"$text_invalid_utf8_hex": bytes(v).hex()}
     if isinstance(v, (bytes, bytearray, memoryview)):
         return {"$blob_b64": base64.b64encode(bytes(v)).decode("ascii")}

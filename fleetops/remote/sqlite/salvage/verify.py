@@ -8,7 +8,7 @@ import sqlite3
 import threading
 
 from fleetops.remote.host.durable import fsync_dir, fsync_file, sha256_file
-from fleetops.remote.sqlite import fileformat as sf
+from fleetops.remote.sqlite.fileformat.record import text_or_invalid
 from fleetops.remote.sqlite.salvage import fts, scan
 from fleetops.remote.sqlite.salvage.model import _load_schema_rows
 from fleetops.remote.sqlite.salvage.sqlutil import _jsonable, _one, _schema_names
@@ -17,7 +17,7 @@ from fleetops.remote.sqlite.sql import quote_ident
 
 def fts_check(s, name, out):
     rep = s.fts_report[name]
-    out.text_factory = sf.text_or_invalid
+    out.text_factory = text_or_invalid
     try:
         out.execute("INSERT INTO %s(%s) VALUES('integrity-check')" % (quote_ident(name), quote_ident(name)))
         rep["integrity_check"] = "ok"

@@ -6,7 +6,7 @@ import json
 import os
 import sqlite3
 
-from fleetops.remote.sqlite import fileformat as sf
+from fleetops.remote.sqlite.fileformat.record import text_or_invalid
 from fleetops.remote.sqlite.salvage.model import _affinity_doubts
 from fleetops.remote.sqlite.salvage.sqlutil import _jsonable
 from fleetops.remote.sqlite.salvage.state import INT64_MAX, INT64_MIN
@@ -57,9 +57,9 @@ def walk_table(s, st):
                     hi = rid
         except sqlite3.DatabaseError as e:
             err = str(e)
-            if "decode" in err and s.src.text_factory is not sf.text_or_invalid:
+            if "decode" in err and s.src.text_factory is not text_or_invalid:
                 # text that is not valid UTF-8: read it as the bytes it is, from here on
-                s.src.text_factory = sf.text_or_invalid
+                s.src.text_factory = text_or_invalid
                 continue
         if err is None:
             if got < s.batch or hi >= INT64_MAX:
@@ -89,8 +89,8 @@ def walk_table(s, st):
                 for row in s.src.execute(point, (k,)).fetchall():
                     st.add(row[0], list(row[1:]), walk=True)
             except sqlite3.DatabaseError as e:
-                if "decode" in str(e) and s.src.text_factory is not sf.text_or_invalid:
-                    s.src.text_factory = sf.text_or_invalid
+                if "decode" in str(e) and s.src.text_factory is not text_or_invalid:
+                    s.src.text_factory = text_or_invalid
                     continue
             break
 

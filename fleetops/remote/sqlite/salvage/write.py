@@ -7,7 +7,7 @@ import re
 import sqlite3
 import time
 
-from fleetops.remote.sqlite import fileformat as sf
+from fleetops.remote.sqlite.fileformat.record import InvalidText, text_or_invalid
 from fleetops.remote.sqlite.salvage import fts, walk
 from fleetops.remote.sqlite.salvage.model import Version
 from fleetops.remote.sqlite.salvage.sqlutil import _one, _uri
@@ -22,7 +22,7 @@ def write_output(s):
     fd = os.open(s.tmp_out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     os.close(fd)
     out = sqlite3.connect(s.tmp_out, isolation_level=None)
-    out.text_factory = sf.text_or_invalid
+    out.text_factory = text_or_invalid
     s.out = out
     out.execute("PRAGMA foreign_keys=OFF")
     out.execute("PRAGMA journal_mode=DELETE")
@@ -270,11 +270,11 @@ def load_plan(s, st):
 def insert_sql(s, sql, p):
     """The INSERT for these parameters: text that is not valid UTF-8 is bound as its bytes
     and cast to TEXT, so it is stored exactly as it was, as TEXT."""
-    if not any(isinstance(x, sf.InvalidText) for x in p):
+    if not any(isinstance(x, InvalidText) for x in p):
         return sql
     head, _sep, _tail = sql.rpartition("VALUES (")
     return head + "VALUES (" + ", ".join(
-        "CAST(? AS TEXT)" if isinstance(x, sf.InvalidText) else "?" for x in p) + ")"
+        "CAST(? AS TEXT)" if isinstance(x, InvalidText) else "?" for x in p) + ")"
 
 
 def params(s, t, rowid, v):
@@ -299,7 +299,7 @@ def load_table(s, st):
         part = plan[b:b + s.batch]
         single = [(rowid, vs[0]) for rowid, vs in part if len(vs) == 1
                   and not vs[0].suspect
-                  and not any(isinstance(x, sf.InvalidText) for x in vs[0].values)]
+                  and not any(isinstance(x, InvalidText) for x in vs[0].values)]
         out.execute("BEGIN")
         try:
             out.execute("SAVEPOINT batch")
@@ -313,7 +313,7 @@ def load_table(s, st):
         for rowid, vs in part:
             if len(vs) > 1:
                 insert_versions(s, st, sql, rowid, vs)
-            elif vs[0].suspect or any(isinstance(x, sf.InvalidText) for x in vs[0].values):
+            elif vs[0].suspect or any(isinstance(x, InvalidText) for x in vs[0].values):
                 insert_one(s, st, sql, rowid, vs[0], params(s, t, rowid, vs[0]))
         out.execute("COMMIT")
 
@@ -397,7 +397,7 @@ def insert_one(s, st, sql, rowid, v, p, quiet=False):
         s.out.execute("SAVEPOINT one")
         s.out.execute(insert_sql(s, sql, p), p)
         s.out.execute("RELEASE one")
-        if any(isinstance(x, sf.InvalidText) for x in p):
+        if any(isinstance(x, InvalidText) for x in p):
             st.invalid_text.append(rowid)
         if v.suspect:
             st.suspect[rowid] = list(v.suspect)

@@ -7,7 +7,12 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from fleetops.remote.sqlite import fileformat as sf
+from fleetops.remote.sqlite.fileformat.btree import TABLE_INTERIOR
+from fleetops.remote.sqlite.fileformat.errors import FormatError
+from fleetops.remote.sqlite.fileformat.header import HEADER_MAGIC
+from fleetops.remote.sqlite.fileformat.reader import SQLiteFile
+from fleetops.remote.sqlite.fileformat.record import decode_record, encode_varint, read_varint
+from fleetops.remote.sqlite.fileformat.wal import apply_wal
 
 INT64 = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)
 SETTINGS = settings(max_examples=40, deadline=None,
@@ -19,27 +24,27 @@ SETTINGS = settings(max_examples=40, deadline=None,
 
 @given(INT64)
 def test_varint_round_trip(v):
-    enc = sf.encode_varint(v)
+    enc = encode_varint(v)
     assert 1 <= len(enc) <= 9
-    assert sf.read_varint(enc + b"\xff\xff", 0) == (v, len(enc))
+    assert read_varint(enc + b"\xff\xff", 0) == (v, len(enc))
 
 
 @pytest.mark.parametrize("v,n", [(0, 1), (127, 1), (128, 2), (16383, 2), (16384, 3),
                                  ((1 << 56) - 1, 8), (1 << 56, 9), (-1, 9),
                                  ((1 << 63) - 1, 9), (-(1 << 63), 9)])
 def test_varint_lengths_and_nine_byte_form(v, n):
-    enc = sf.encode_varint(v)
+    enc = encode_varint(v)
     assert len(enc) == n
     if n == 9:
         assert all(b & 0x80 for b in enc[:8])  # the 9th byte carries 8 full bits
-    assert sf.read_varint(enc, 0)[0] == v
+    assert read_varint(enc, 0)[0] == v
 
 
 @given(st.binary(max_size=12), st.integers(min_value=0, max_value=14))
 def test_varint_garbage_only_formaterror(buf, off):
     try:
-        sf.read_varint(buf, off)
-    except sf.FormatError:
+        read_varint(buf, off)
+    except FormatError:
         pass
 
 
@@ -68,7 +73,7 @@ def _db_rows(path, rows, page_size=1024, encoding=None, ncols=4):
 
 
 def _read_table(path, root):
-    with sf.SQLiteFile(path) as f:
+    with SQLiteFile(path) as f:
         w = f.walk_btree(root)
         assert not w.bad_pages and not w.double_refs
         got = {}
@@ -87,7 +92,7 @@ def test_records_match_sqlite(tmp_path, rows, page_size, encoding):
     path = str(tmp_path / "r.db")
     expected, root = _db_rows(path, rows, page_size, encoding)
     assert _read_table(path, root) == expected
-    with sf.SQLiteFile(path) as f:
+    with SQLiteFile(path) as f:
         assert f.page_size == page_size
         assert f.encoding == {None: "utf-8", "UTF-16le": "utf-16-le",
                               "UTF-16be": "utf-16-be"}[encoding]
@@ -118,7 +123,7 @@ def test_local_payload_formula_against_dbstat(tmp_path):
     n_over = c.execute("SELECT count(*) FROM dbstat WHERE name='t' AND pagetype='overflow'"
                        ).fetchone()[0]
     c.close()
-    with sf.SQLiteFile(path) as f:
+    with SQLiteFile(path) as f:
         w = f.walk_btree(f.schema_rows()[0]["rootpage"])
         assert len(w.overflow) == n_over > 0
 
@@ -137,7 +142,7 @@ def test_index_overflow_pages_against_dbstat(tmp_path):
                        ).fetchone()[0]
     root = c.execute("SELECT rootpage FROM sqlite_master WHERE name='i'").fetchone()[0]
     c.close()
-    with sf.SQLiteFile(path) as f:
+    with SQLiteFile(path) as f:
         w = f.walk_btree(root)
         assert len(w.overflow) == n_over > 0
         assert not w.bad_pages and not w.bad_cells
@@ -163,7 +168,7 @@ def test_reserved_bytes(tmp_path):
     expected = dict((r[0], list(r[1:])) for r in c.execute("SELECT rowid, * FROM t"))
     root = c.execute("SELECT rootpage FROM sqlite_schema WHERE name='t'").fetchone()[0]
     c.close()
-    with sf.SQLiteFile(path) as f:
+    with SQLiteFile(path) as f:
         assert f.header.reserved == 32 and f.usable_size == 992
     assert _read_table(path, root) == expected
 
@@ -182,7 +187,7 @@ def test_freelist_and_classifier(tmp_path):
     stat = dict(((r[0]), (r[1], r[2])) for r in c.execute(
         "SELECT pageno, name, pagetype FROM dbstat"))
     c.close()
-    with sf.SQLiteFile(path) as f:
+    with SQLiteFile(path) as f:
         fl = f.freelist()
         assert not fl["errors"]
         assert len(fl["trunks"]) + len(fl["leaves"]) == fl_count > 0
@@ -208,15 +213,15 @@ def test_walk_detects_cycle_and_double_reference(tmp_path):
     root = c.execute("SELECT rootpage FROM sqlite_schema").fetchone()[0]
     c.close()
     data = bytearray(open(path, "rb").read())
-    f = sf.SQLiteFile(data=bytes(data))
+    f = SQLiteFile(data=bytes(data))
     page = f.btree_page(root)
-    assert page.type == sf.TABLE_INTERIOR and page.ncells >= 2
+    assert page.type == TABLE_INTERIOR and page.ncells >= 2
     kids = f.children(page)
     # second cell now points at the first cell's child; the right child points at the root
     off0 = (root - 1) * 512 + page.cell_pointers[1]
     struct.pack_into(">I", data, off0, kids[0])
     struct.pack_into(">I", data, (root - 1) * 512 + 8, root)
-    f = sf.SQLiteFile(data=bytes(data))
+    f = SQLiteFile(data=bytes(data))
     w = f.walk_btree(root)
     refs = sorted(d["page"] for d in w.double_refs)
     assert refs == sorted([kids[0], root])
@@ -229,8 +234,8 @@ def test_walk_detects_cycle_and_double_reference(tmp_path):
 @given(st.binary(min_size=0, max_size=300))
 def test_record_garbage_only_formaterror(buf):
     try:
-        sf.decode_record(buf)
-    except sf.FormatError:
+        decode_record(buf)
+    except FormatError:
         pass
 
 
@@ -239,21 +244,21 @@ def _exercise(f):
     f.freelist()
     try:
         f.schema_rows()
-    except sf.FormatError:
+    except FormatError:
         pass
     for pg in range(1, f.page_count + 1):
         try:
             list(f.leaf_records(pg))
-        except sf.FormatError:
+        except FormatError:
             pass
         try:
             p = f.btree_page(pg)
             for i in range(p.ncells):
                 try:
                     f.read_cell(p, i)
-                except sf.FormatError:
+                except FormatError:
                     pass
-        except sf.FormatError:
+        except FormatError:
             pass
 
 
@@ -261,11 +266,11 @@ def _exercise(f):
 @given(st.binary(min_size=0, max_size=3000), st.sampled_from([512, 1024]))
 def test_random_file_only_formaterror(body, ps):
     head = bytearray(100)
-    head[:16] = sf.HEADER_MAGIC
+    head[:16] = HEADER_MAGIC
     head[16:18] = struct.pack(">H", ps)
     try:
-        f = sf.SQLiteFile(data=bytes(head) + body)
-    except sf.FormatError:
+        f = SQLiteFile(data=bytes(head) + body)
+    except FormatError:
         return
     _exercise(f)
 
@@ -291,8 +296,8 @@ def test_mutated_real_file_only_formaterror(small_db, flips):
     for pos, b in flips:
         data[pos % len(data)] = b
     try:
-        f = sf.SQLiteFile(data=bytes(data))
-    except sf.FormatError:
+        f = SQLiteFile(data=bytes(data))
+    except FormatError:
         return
     _exercise(f)
 
@@ -331,7 +336,7 @@ def _apply_and_read(path):
     img = path + ".img"
     with open(path, "rb") as a, open(img, "wb") as b:
         b.write(a.read())
-    summary = sf.apply_wal(img, path + "-wal")
+    summary = apply_wal(img, path + "-wal")
     c = sqlite3.connect("file:%s?mode=ro&immutable=1" % img, uri=True)
     try:
         return sorted(r[0] for r in c.execute("SELECT a FROM t")), summary

@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from fleetops.remote.sqlite import fileformat as sf
+from fleetops.remote.sqlite.fileformat.record import text_or_invalid
 from tests.corpus import truth
 
 CASES_WITH_ROWS = ["healthy", "fts_pages_overwritten", "session_duplicated_behind_title_index",
@@ -25,7 +25,7 @@ CASES_WITH_ROWS = ["healthy", "fts_pages_overwritten", "session_duplicated_behin
 
 def out_rows(path, table):
     c = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
-    c.text_factory = sf.text_or_invalid      # text that is not valid UTF-8: its bytes
+    c.text_factory = text_or_invalid      # text that is not valid UTF-8: its bytes
     try:
         return dict((r[0], tuple(r[1:])) for r in c.execute(
             'SELECT rowid, * FROM "%s" NOT INDEXED' % table))
@@ -58,7 +58,7 @@ def check_rows_exact(r):
                 want[i] = vals[i]        # repaired value, checked in its own test
             if (table, rid) in altered:         # damaged bytes, kept as stored
                 for col, stored in altered[(table, rid)]:
-                    want[cols.index(col)] = (sf.text_or_invalid(stored) if isinstance(stored, bytes)
+                    want[cols.index(col)] = (text_or_invalid(stored) if isinstance(stored, bytes)
                                              else stored)
             assert list(vals) == want, (table, rid)
         rep = r.rep["tables"][table]

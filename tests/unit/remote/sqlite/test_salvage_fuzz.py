@@ -16,7 +16,7 @@ import sqlite3
 import pytest
 
 from fleetops.hermes import salvage_cli
-from fleetops.remote.sqlite import fileformat as sf
+from fleetops.remote.sqlite.fileformat.record import text_or_invalid
 from tests.corpus import build, damage, truth
 
 TRIALS = int(os.environ.get("FLEETOPS_FUZZ_TRIALS", "48"))
@@ -111,7 +111,7 @@ def test_fuzz(small, tmp_path, capsys):
 def _check_output(out, rep, gt, deleted):
     problems = []
     c = sqlite3.connect(out)
-    c.text_factory = sf.text_or_invalid
+    c.text_factory = text_or_invalid
     try:
         ic = c.execute("PRAGMA integrity_check").fetchall()
         if ic != [("ok",)]:

@@ -4,7 +4,8 @@ import sqlite3
 
 import pytest
 
-from fleetops.remote.sqlite import fileformat as sf
+from fleetops.remote.sqlite.fileformat.errors import FormatError
+from fleetops.remote.sqlite.fileformat.header import infer_header, parse_header
 
 HEADER_CASES = ["header_magic_damaged", "header_page_size_damaged", "header_freelist_damaged",
                 "header_zeroed_alone"]
@@ -33,8 +34,8 @@ def test_page_size_inferred_from_pages(tmp_path, page_size):
     data = bytearray(p.read_bytes())
     good = bytes(data[:100])
     data[:100] = bytes(100)
-    hdr, fields = sf.infer_header(bytes(data))
-    assert sf.parse_header(hdr).page_size == page_size
+    hdr, fields = infer_header(bytes(data))
+    assert parse_header(hdr).page_size == page_size
     assert hdr[16:18] == good[16:18] and "page_size" in fields
     data[:100] = hdr
     p.write_bytes(bytes(data))
@@ -46,5 +47,5 @@ def test_page_size_inferred_from_pages(tmp_path, page_size):
 def test_no_page_size_fits_text():
     text = "".join("2026-09-07 17:05:%02d WARNING gateway.session: save failed\n" % (i % 60)
                    for i in range(3000)).encode()
-    with pytest.raises(sf.FormatError):
-        sf.infer_header(text)
+    with pytest.raises(FormatError):
+        infer_header(text)
