@@ -10,6 +10,9 @@ sshd, chrooted into an overlay of a cached Debian root (fleetops/lab/rootfs.py):
 fleets have aarch64 machines and older Pythons/SQLites, and payloads must be proven
 there. Their users live only inside their root; `seed_file`/`seed_state_db` put test
 data into those homes. `down` also ends their sessions and undoes their recorded mounts.
+
+This module is the Lab itself (state, up/down, starting and waiting for sshd); its parts are
+users (Unix users and keys), procs (/proc), sshdconfig, chroot (mixed hosts' mounts), inventory.
 """
 from __future__ import annotations
 
@@ -21,156 +24,29 @@ import pwd
 import re
 import shutil
 import signal
-import socket
-import stat
 import subprocess
 import sys
 import time
 from contextlib import contextmanager
 
 from fleetops.engine.connection.transport import ConnParams
-from fleetops.errors import FleetopsError
 from fleetops.lab import rootfs
+from fleetops.lab.chroot import mount_root, unmount_root
+from fleetops.lab.errors import LabError
+from fleetops.lab.inventory import EMULATED_CONNECT_TIMEOUT, write_inventory, write_known_hosts
+from fleetops.lab.procs import (banner, descendants, free_port, is_lab_sshd, proc_cmdline, read_text, reap,
+                                root_of, sshd_path)
+from fleetops.lab.sshdconfig import config_text, write_config
+from fleetops.lab.users import authorize_in_root, ensure_native_user, foreign_user, remove_authorized_key
 
-SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/local/sbin/sshd")
-GLOBAL_LOCK = "/run/fleetops-lab.lock"   # serialises useradd/authorized_keys edits across labs
 BANNER_TIMEOUT = 20.0
-EMULATED_CONNECT_TIMEOUT = 60.0   # seconds; an sshd under qemu on a loaded CI box is slow to kex
 FOREIGN_SLOWDOWN = 9        # chrooted/emulated hosts may take this many times longer to answer
 PORTS_PER_SSHD = 16         # sshd listens on at most 16 sockets (MAX_LISTEN_SOCKS)
 OWN_SSHD_UP_TO = 64         # labs up to this size give every host its own sshd
-# Hermes offline; and its live-system guard off: Hermes 0.20.1+ refuses to open ~/.hermes/state.db
-# from a process with a pytest ancestor, which every session of a suite-started sshd has (the
-# lab users' homes are the suite's own)
-LAB_ENV = ("HERMES_DISABLE_LAZY_INSTALLS=1 TIRITH_ENABLED=0 "
-           "HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 HERMES_STATE_DB_GUARD_BYPASS=1")
-
-
-class LabError(FleetopsError):
-    """The lab could not be brought up or down (not root, sshd missing, port trouble)."""
-
-    exit_code = 1
-
-
-def _sshd_path() -> str | None:
-    for p in SSHD_CANDIDATES:
-        if os.access(p, os.X_OK):
-            return p
-    return shutil.which("sshd")
-
-
-def _free_port(avoid: set) -> int:
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in avoid:
-            return port
-
-
-def _proc_cmdline(pid: int) -> list[str] | None:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            raw = f.read()
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    # state is the field after the parenthesised comm; a zombie is already dead
-    state = stat.rsplit(b")", 1)[-1].split()[0:1]
-    if state == [b"Z"]:
-        return None
-    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
-
-
-def is_lab_sshd(pid: int | None, config: str, root: str | None = None) -> bool:
-    """True only if PID is a live sshd started with `-f config` (guards against recycled PIDs).
-
-    sshd rewrites its title to one string ("sshd: /usr/sbin/sshd -D -f CFG ... [listener] ..."),
-    so both the argv form and the title form are accepted. With `root` (a mixed host), the
-    process must also be chrooted there; an emulated sshd shows as qemu running it.
-    """
-    if not pid or not config:
-        return False
-    argv = _proc_cmdline(int(pid))
-    if not argv:
-        return False
-    if root is not None:
-        try:
-            if os.readlink(f"/proc/{int(pid)}/root") != os.path.realpath(root):
-                return False
-        except OSError:
-            return False
-    try:
-        exe = os.path.basename(os.readlink(f"/proc/{int(pid)}/exe"))
-    except OSError:
-        exe = os.path.basename(argv[0])
-    if exe.startswith("qemu-") and root is not None and len(argv) > 1:
-        argv = argv[1:]                       # binfmt_misc: [qemu, /usr/sbin/sshd, args...]
-        exe = os.path.basename(argv[0])
-    if not exe.startswith("sshd"):
-        return False
-    for i, a in enumerate(argv[:-1]):
-        if a == "-f" and argv[i + 1] == config:
-            return True
-    return len(argv) == 1 and argv[0].startswith("sshd: ") and f" -f {config} " in argv[0] + " "
-
-
-def _read(path: str) -> str:
-    with open(path, errors="replace") as f:
-        return f.read()
-
-
-def _reap(pid: int) -> None:
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
-
-
-def _root_of(pid: int) -> str | None:
-    try:
-        return os.readlink(f"/proc/{int(pid)}/root")
-    except OSError:
-        return None
-
-
-def _descendants(pid: int, root: str) -> list[int]:
-    """PIDs below `pid` (sessions a chrooted sshd spawned) that are still chrooted in `root`."""
-    children: dict[int, list[int]] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat", "rb") as f:
-                ppid = int(f.read().rsplit(b")", 1)[-1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(d))
-    real = os.path.realpath(root)
-    out, todo = [], list(children.get(int(pid), []))
-    while todo:
-        c = todo.pop()
-        if _root_of(c) == real:
-            out.append(c)
-        todo.extend(children.get(c, []))
-    return out
-
-
-def _mountpoints() -> list[str]:
-    """Mount points from /proc/self/mountinfo (octal escapes decoded), in mount order."""
-    out = []
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            mp = line.split()[4]
-            out.append(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), mp))
-    return out
 
 
 class Lab:
     """N simulated hosts: `up(n)`, `down()`, `status()`; state in `state_dir/lab.json`."""
-
-    _penalties_supported: bool | None = None
 
     def __init__(self, state_dir: str = "./fleetops-lab", prefix: str = "fleetlab"):
         if not re.fullmatch(r"[a-z_][a-z0-9_]{0,24}", prefix):
@@ -226,7 +102,7 @@ class Lab:
         with self._state_lock():
             state = self._load()
             self._ensure_client_key()
-            pub = _read(self.key_path + ".pub").strip()
+            pub = read_text(self.key_path + ".pub").strip()
             by_name = {h["name"]: h for h in state["hosts"]}
             used_ports = {h["port"] for h in state["hosts"] if h.get("port")}
             starting, groups = [], {}
@@ -244,7 +120,7 @@ class Lab:
                         continue
                     self._prepare_host(h, pub, own_sshd=not h.get("sshd"))
                     if not h.get("port"):
-                        h["port"] = _free_port(used_ports)
+                        h["port"] = free_port(used_ports)
                         used_ports.add(h["port"])
                     if h.get("sshd"):
                         groups.setdefault(h["sshd"], []).append(h)
@@ -271,10 +147,10 @@ class Lab:
                     if self._alive(h):
                         continue
                     h["lower"] = roots[kind]["root"]
-                    self._mount_root(h)
+                    mount_root(h, os.path.join(self.state_dir, "hosts", h["name"]), self._log)
                     self._prepare_foreign(h, pub)
                     if not h.get("port"):
-                        h["port"] = _free_port(used_ports)
+                        h["port"] = free_port(used_ports)
                         used_ports.add(h["port"])
                     self._start(sshd, h)
                     starting.append(h)
@@ -306,7 +182,7 @@ class Lab:
                 if pid and pid not in owner_of and self._alive(h):
                     victims = [pid]
                     if h.get("kind"):
-                        victims += _descendants(pid, h["root"])
+                        victims += descendants(pid, h["root"])
                     for v in victims:
                         try:
                             os.kill(v, signal.SIGTERM)
@@ -325,14 +201,14 @@ class Lab:
                     if proc is not None:
                         proc.poll()          # reaps our own child through its Popen
                     else:
-                        _reap(pid)
-                    if _proc_cmdline(pid) is None:
+                        reap(pid)
+                    if proc_cmdline(pid) is None:
                         pending.remove(pid)
                 if pending and time.monotonic() > deadline:
                     for pid in pending:
                         h = owner_of[pid]
                         if h.get("kind"):
-                            ours = _root_of(pid) == os.path.realpath(h["root"])
+                            ours = root_of(pid) == os.path.realpath(h["root"])
                         else:
                             cfgs = [x.get("config", "") for x in state["hosts"] if not x.get("kind")]
                             ours = any(is_lab_sshd(pid, c) for c in cfgs)
@@ -344,13 +220,13 @@ class Lab:
             for pid in killed:
                 self._procs.pop(pid, None)
             if os.path.exists(self.key_path + ".pub"):
-                pub = _read(self.key_path + ".pub").strip()
+                pub = read_text(self.key_path + ".pub").strip()
                 for h in state["hosts"]:
                     if not h.get("kind"):
-                        self._remove_authorized_key(h, pub)
+                        remove_authorized_key(h.get("home"), pub)
             for h in state["hosts"]:
                 if h.get("kind"):
-                    self._unmount_root(h)
+                    unmount_root(h)
             for machine in state.pop("binfmt", []):
                 rootfs.binfmt_release(machine, self.state_dir)
             if state["hosts"]:
@@ -411,7 +287,7 @@ class Lab:
                            "run it with sudo, e.g. `sudo fleetops lab up 8`")
 
     def _ensure_sshd(self) -> str:
-        path = _sshd_path()
+        path = sshd_path()
         if path:
             return path
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
@@ -422,7 +298,7 @@ class Lab:
             if r.returncode != 0:
                 raise LabError("sshd is missing and `apt-get install openssh-server` failed: "
                                + (r.stderr.strip().splitlines() or ["?"])[-1])
-        path = _sshd_path()
+        path = sshd_path()
         if not path:
             raise LabError("openssh-server installed but no sshd binary found")
         return path
@@ -431,15 +307,6 @@ class Lab:
     def _state_lock(self):
         os.makedirs(self.state_dir, exist_ok=True)
         with open(os.path.join(self.state_dir, ".lock"), "a") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
-
-    @contextmanager
-    def _global_lock(self):
-        with open(GLOBAL_LOCK, "a") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             try:
                 yield
@@ -472,32 +339,7 @@ class Lab:
         user = h["user"]
         hdir = os.path.join(self.state_dir, "hosts", h["name"])
         os.makedirs(hdir, mode=0o700, exist_ok=True)
-        with self._global_lock():
-            try:
-                pw = pwd.getpwnam(user)
-            except KeyError:
-                r = subprocess.run(["useradd", "-m", "-s", "/bin/bash", user], capture_output=True, text=True)
-                if r.returncode not in (0, 9):      # 9: exists (created meanwhile)
-                    raise LabError(f"useradd {user} failed: {r.stderr.strip()}") from None
-                pw = pwd.getpwnam(user)
-            if self._shadow_locked(user):
-                subprocess.run(["usermod", "-p", "*", user], check=True, capture_output=True)
-            if not os.path.isdir(pw.pw_dir):
-                os.makedirs(pw.pw_dir, mode=0o755)
-                os.chown(pw.pw_dir, pw.pw_uid, pw.pw_gid)
-            sshdir = os.path.join(pw.pw_dir, ".ssh")
-            os.makedirs(sshdir, exist_ok=True)
-            os.chown(sshdir, pw.pw_uid, pw.pw_gid)
-            os.chmod(sshdir, 0o700)
-            ak = os.path.join(sshdir, "authorized_keys")
-            lines = _read(ak).splitlines() if os.path.exists(ak) else []
-            if pub not in lines:
-                lines.append(pub)
-                with open(ak, "w") as f:
-                    f.write("\n".join(lines) + "\n")
-            os.chown(ak, pw.pw_uid, pw.pw_gid)
-            os.chmod(ak, 0o600)
-        h["home"] = pw.pw_dir
+        h["home"] = ensure_native_user(user, pub)
         if not own_sshd:
             return
         h["host_key"] = os.path.join(hdir, "ssh_host_ed25519_key")
@@ -518,116 +360,13 @@ class Lab:
         print(f"lab: {msg}", file=sys.stderr, flush=True)
 
     # ---- mixed hosts: a real sshd chrooted into an overlay of a cached foreign root ----------
-    def _mount(self, h: dict, target: str, args: list[str]) -> None:
-        """mount(8) and record the mount point at once, so `down` can undo a half-done `up`."""
-        if target in _mountpoints():
-            if target not in h["mounts"]:
-                h["mounts"].append(target)
-            return
-        r = subprocess.run(["mount", *args, target], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise LabError(f"lab host {h['name']}: mount {' '.join(args)} {target} failed: {r.stderr.strip()}")
-        if target not in h["mounts"]:
-            h["mounts"].append(target)
-
-    def _mount_root(self, h: dict) -> None:
-        """Overlay of the cached root (changes stay in this lab), plus /proc, a tiny /dev, devpts."""
-        hdir = os.path.join(self.state_dir, "hosts", h["name"])
-        root = os.path.join(hdir, "root")
-        h["root"] = root
-        h.setdefault("mounts", [])
-        for d in ("upper", "work", "root"):
-            os.makedirs(os.path.join(hdir, d), mode=0o755, exist_ok=True)
-        if root not in _mountpoints() and not h.get("copied"):
-            opts = f"lowerdir={h['lower']},upperdir={hdir}/upper,workdir={hdir}/work"
-            try:
-                self._mount(h, root, ["-t", "overlay", "overlay", "-o", opts])
-            except LabError as exc:
-                # no overlayfs here (e.g. the state dir is itself on an overlay): a private copy
-                self._log(f"{exc}; copying the root instead (slower, ~200 MB)")
-                subprocess.run(["cp", "-a", "--reflink=auto", h["lower"] + "/.", root], check=True)
-                h["copied"] = True
-        self._mount(h, f"{root}/proc", ["-t", "proc", "proc"])
-        dev = f"{root}/dev"
-        fresh_dev = dev not in _mountpoints()
-        self._mount(h, dev, ["-t", "tmpfs", "-o", "mode=0755,size=1m,nosuid,noexec", "tmpfs"])
-        if fresh_dev:
-            for name, minor_major, mode in (("null", (1, 3), 0o666), ("zero", (1, 5), 0o666),
-                                            ("full", (1, 7), 0o666), ("random", (1, 8), 0o666),
-                                            ("urandom", (1, 9), 0o666), ("tty", (5, 0), 0o666)):
-                os.mknod(f"{dev}/{name}", mode | stat.S_IFCHR, os.makedev(*minor_major))
-                os.chmod(f"{dev}/{name}", mode)
-            os.makedirs(f"{dev}/pts", mode=0o755)
-            os.makedirs(f"{dev}/shm", mode=0o1777)
-            os.chmod(f"{dev}/shm", 0o1777)
-            for name, target in (("ptmx", "pts/ptmx"), ("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
-                                 ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
-                os.symlink(target, f"{dev}/{name}")
-        self._mount(h, f"{dev}/pts", ["-t", "devpts", "-o", "newinstance,ptmxmode=0666,mode=0620,gid=5",
-                                      "devpts"])
-
-    def _unmount_root(self, h: dict) -> None:
-        """Unmount exactly the recorded mounts, innermost first (lazily if something still holds one)."""
-        mounts = h.get("mounts") or []
-        for target in sorted(mounts, key=len, reverse=True):
-            if target in _mountpoints():
-                r = subprocess.run(["umount", target], capture_output=True)
-                if r.returncode != 0:
-                    subprocess.run(["umount", "-l", target], capture_output=True)
-            if target not in _mountpoints():
-                mounts.remove(target)
-        h["mounts"] = mounts
-
-    def _foreign_user(self, root: str, user: str) -> tuple[int, int]:
-        """Add `user` to the root's own passwd/group/shadow (no useradd: it may be another arch)."""
-        def lines(rel):
-            try:
-                return _read(os.path.join(root, rel)).splitlines()
-            except FileNotFoundError:
-                return []
-
-        passwd = lines("etc/passwd")
-        for line in passwd:
-            f = line.split(":")
-            if f[0] == user:
-                uid, gid = int(f[2]), int(f[3])
-                break
-        else:
-            used = {int(x.split(":")[2]) for x in passwd if x.count(":") >= 3} | {
-                int(x.split(":")[2]) for x in lines("etc/group") if x.count(":") >= 3}
-            uid = next(i for i in range(1000, 60000) if i not in used)
-            gid = uid
-            for rel, line in (("etc/passwd", f"{user}:x:{uid}:{gid}::/home/{user}:/bin/bash"),
-                              ("etc/group", f"{user}:x:{gid}:"),
-                              ("etc/shadow", f"{user}:*:19000:0:99999:7:::")):   # '*': no password, not locked
-                with open(os.path.join(root, rel), "a") as f:
-                    f.write(line + "\n")
-        home = os.path.join(root, "home", user)
-        if not os.path.isdir(home):
-            shutil.copytree(os.path.join(root, "etc/skel"), home, symlinks=True)
-            for dirpath, dirs, files in os.walk(home):
-                for x in [dirpath] + [os.path.join(dirpath, y) for y in dirs + files]:
-                    os.lchown(x, uid, gid)
-            os.chmod(home, 0o755)
-        return uid, gid
-
     def _prepare_foreign(self, h: dict, pub: str) -> None:
         """User with the lab key authorised, host key and sshd_config, all inside the host's root."""
         root = h["root"]
         hdir = os.path.join(self.state_dir, "hosts", h["name"])
-        uid, gid = self._foreign_user(root, h["user"])
+        uid, gid = foreign_user(root, h["user"])
         home = os.path.join(root, "home", h["user"])
-        sshdir = os.path.join(home, ".ssh")
-        os.makedirs(sshdir, exist_ok=True)
-        os.chown(sshdir, uid, gid)
-        os.chmod(sshdir, 0o700)
-        ak = os.path.join(sshdir, "authorized_keys")
-        lines = _read(ak).splitlines() if os.path.exists(ak) else []
-        if pub not in lines:
-            with open(ak, "w") as f:
-                f.write("".join(x + "\n" for x in lines + [pub]))
-        os.chown(ak, uid, gid)
-        os.chmod(ak, 0o600)
+        authorize_in_root(home, uid, gid, pub)
         h.update(uid=uid, gid=gid, home=home, home_remote=f"/home/{h['user']}",
                  host_key=os.path.join(hdir, "ssh_host_ed25519_key"),
                  config="/etc/ssh/sshd_config.fleetops-lab",          # as sshd sees it, in the chroot
@@ -645,16 +384,16 @@ class Lab:
         cfg = os.path.join(root, h["config"].lstrip("/"))
         env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
         with open(cfg, "w") as f:
-            f.write(self._config_text(dict(h, host_key="/etc/ssh/fleetops_lab_host_ed25519_key"), False))
+            f.write(config_text(dict(h, host_key="/etc/ssh/fleetops_lab_host_ed25519_key"), False))
         os.chmod(cfg, 0o644)
         if "penalties" not in h:        # OpenSSH >= 9.8 in the root would throttle failing tests
             with open(cfg, "w") as f:
-                f.write(self._config_text(dict(h, host_key="/etc/ssh/fleetops_lab_host_ed25519_key"), True))
+                f.write(config_text(dict(h, host_key="/etc/ssh/fleetops_lab_host_ed25519_key"), True))
             r = subprocess.run(["chroot", root, "/usr/sbin/sshd", "-t", "-f", h["config"]],
                                capture_output=True, text=True, env=env)
             h["penalties"] = r.returncode == 0
             with open(cfg, "w") as f:
-                f.write(self._config_text(dict(h, host_key="/etc/ssh/fleetops_lab_host_ed25519_key"),
+                f.write(config_text(dict(h, host_key="/etc/ssh/fleetops_lab_host_ed25519_key"),
                                           h["penalties"]))
         inside_log = "/var/log/fleetops-lab-sshd.log"
         log = open(h["log"], "ab")
@@ -720,73 +459,6 @@ class Lab:
             raise LabError(f"no lab host named {host!r} in {self.json_path}")
         return h
 
-    @staticmethod
-    def _shadow_locked(user: str) -> bool:
-        try:
-            with open("/etc/shadow") as f:
-                for line in f:
-                    parts = line.split(":")
-                    if parts[0] == user:
-                        return parts[1].startswith("!") or parts[1] == ""
-        except OSError:
-            pass
-        return True
-
-    def _remove_authorized_key(self, h: dict, pub: str) -> None:
-        home = h.get("home")
-        if not home:
-            return
-        ak = os.path.join(home, ".ssh", "authorized_keys")
-        with self._global_lock():
-            try:
-                lines = _read(ak).splitlines()
-            except OSError:
-                return
-            if pub in lines:
-                with open(ak, "w") as f:
-                    f.write("".join(x + "\n" for x in lines if x != pub))
-
-    def _config_text(self, h: dict, penalties: bool, shared: list | None = None) -> str:
-        """sshd_config for host `h`, or (shared) for several hosts on one sshd, each port its own user's."""
-        members = shared or [h]
-        lines = [f"Port {m['port']}" for m in members] + [
-            "ListenAddress 127.0.0.1",
-            f"HostKey {h['host_key']}",
-            "PidFile none",
-            "UsePAM no",
-            "PermitRootLogin no",
-            "PubkeyAuthentication yes",
-            "AuthorizedKeysFile .ssh/authorized_keys",
-            "PasswordAuthentication no",
-            "KbdInteractiveAuthentication no",
-            "AllowUsers " + " ".join(m["user"] for m in members),
-            "MaxStartups 200",
-            "MaxSessions 200",
-            "LoginGraceTime 60",
-            "StrictModes yes",
-            "X11Forwarding no",
-            "AllowTcpForwarding yes",
-            "PrintMotd no",
-            f"SetEnv {LAB_ENV}",
-            "Subsystem sftp internal-sftp",
-        ]
-        if penalties:
-            lines.append("PerSourcePenalties no")   # OpenSSH >= 9.8 would throttle failing tests
-        if shared:                                  # Match blocks last: they run to the end of the file
-            for m in shared:
-                lines += [f"Match LocalPort {m['port']}", f"  AllowUsers {m['user']}"]
-        return "\n".join(lines) + "\n"
-
-    def _write_config(self, sshd: str, h: dict, shared: list | None = None) -> None:
-        if Lab._penalties_supported is None:
-            with open(h["config"], "w") as f:
-                f.write(self._config_text(h, True, shared))
-            r = subprocess.run([sshd, "-t", "-f", h["config"]], capture_output=True, text=True)
-            Lab._penalties_supported = r.returncode == 0 or "PerSourcePenalties" not in r.stderr
-        with open(h["config"], "w") as f:
-            f.write(self._config_text(h, Lab._penalties_supported, shared))
-        os.chmod(h["config"], 0o644)
-
     def _start_shared(self, sshd: str, gname: str, members: list) -> None:
         """One sshd for `members` (hosts of group `gname`): one port and one user each."""
         gdir = os.path.join(self.state_dir, "sshds", gname)
@@ -807,7 +479,7 @@ class Lab:
             waiting = list(members)
             p = self._procs.get(members[0]["pid"])
             while waiting and time.monotonic() < deadline and (p is None or p.poll() is None):
-                waiting = [m for m in waiting if not self._banner(m["port"])]
+                waiting = [m for m in waiting if not banner(m["port"])]
                 if waiting:
                     time.sleep(0.05)
             if not waiting:
@@ -817,16 +489,16 @@ class Lab:
                                f"within {BANNER_TIMEOUT:.0f}s (see {members[0]['log']})")
             self._procs.pop(members[0]["pid"], None)
             for m in members:
-                m["port"] = _free_port(used_ports)
+                m["port"] = free_port(used_ports)
                 used_ports.add(m["port"])
             self._start_shared(sshd, members[0]["sshd"], members)
-        tail = _read(members[0]["log"]).strip().splitlines()[-1:] or ["?"]
+        tail = read_text(members[0]["log"]).strip().splitlines()[-1:] or ["?"]
         raise LabError(f"lab sshd {members[0]['sshd']}: keeps exiting: {tail[0]} (see {members[0]['log']})")
 
     def _start(self, sshd: str, h: dict, shared: list | None = None) -> None:
         if h.get("kind"):
             return self._start_foreign(h)
-        self._write_config(sshd, h, shared)
+        write_config(sshd, h, shared)
         log = open(h["log"], "ab")
         try:
             p = subprocess.Popen([sshd, "-D", "-f", h["config"], "-E", h["log"]],
@@ -847,56 +519,20 @@ class Lab:
                 p = self._procs.get(h["pid"])
                 if p is not None and p.poll() is not None:
                     break
-                if self._banner(h["port"]):
+                if banner(h["port"]):
                     return
                 time.sleep(0.05)
             else:
                 raise LabError(f"lab host {h['name']}: sshd on 127.0.0.1:{h['port']} sent no SSH "
                                f"banner within {limit:.0f}s (see {h['log']})")
             self._procs.pop(h["pid"], None)
-            h["port"] = _free_port(used_ports)
+            h["port"] = free_port(used_ports)
             used_ports.add(h["port"])
             self._start(sshd, h)
-        tail = _read(h["log"]).strip().splitlines()[-1:] or ["?"]
+        tail = read_text(h["log"]).strip().splitlines()[-1:] or ["?"]
         raise LabError(f"lab host {h['name']}: sshd keeps exiting: {tail[0]} (see {h['log']})")
 
-    @staticmethod
-    def _banner(port: int) -> bool:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
-                s.settimeout(2)
-                return s.recv(64).startswith(b"SSH-")
-        except OSError:
-            return False
-
-    def _inventory_vars(self, h: dict) -> dict:
-        out = {"ansible_host": "127.0.0.1", "ansible_port": h["port"], "ansible_user": h["user"],
-               "ansible_ssh_private_key_file": self.key_path}
-        if h.get("kind") and rootfs.needs_emulation(h["kind"]):
-            out["fleetops_connect_timeout"] = EMULATED_CONNECT_TIMEOUT   # its sshd runs under qemu
-        return out
-
     def _write_outputs(self, state: dict) -> None:
-        import yaml
-
-        lines = []
-        for h in state["hosts"]:
-            pub = _read(h["host_key"] + ".pub").split()
-            lines.append(f"[127.0.0.1]:{h['port']} {pub[0]} {pub[1]}")
-        tmp = self.known_hosts_path + ".tmp"
-        with open(tmp, "w") as f:
-            f.write("\n".join(lines) + "\n")
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, self.known_hosts_path)
-        inv = {"all": {"children": {"lab": {
-            "hosts": {h["name"]: self._inventory_vars(h) for h in state["hosts"]},
-            "vars": {"fleetops_known_hosts": self.known_hosts_path},
-        }}}}
-        for kind in rootfs.KINDS:        # mixed hosts are also in a group named after their kind
-            members = [h["name"] for h in state["hosts"] if h.get("kind") == kind]
-            if members:
-                inv["all"]["children"][rootfs.KINDS[kind]["group"]] = {"hosts": {m: None for m in members}}
-        with open(self.inventory_path, "w") as f:
-            f.write("# written by `fleetops lab up`; regenerated on every up\n")
-            yaml.safe_dump(inv, f, sort_keys=False)
+        write_known_hosts(state["hosts"], self.known_hosts_path)
+        write_inventory(state["hosts"], self.inventory_path, self.key_path, self.known_hosts_path)
         self._write_json(state)

@@ -14,7 +14,7 @@ import yaml
 
 from fleetops.engine.connection.ssh import SSHTransport
 from fleetops.lab import Lab, LabError
-from fleetops.lab.lab import is_lab_sshd
+from fleetops.lab.procs import is_lab_sshd
 
 def _read(path):
     with open(path) as f:
