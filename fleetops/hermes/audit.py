@@ -208,7 +208,7 @@ def persistence_row(ev: dict | None) -> dict | None:
 
 def severity(verdict: str) -> int:
     # imported here: every `fleetops run` loads this module (the registry), few need the payload
-    from fleetops.remote.hermes.audit import SEVERITY
+    from fleetops.remote.hermes.audit_verdict import SEVERITY
     return HOST_SEVERITY.get(verdict, SEVERITY.get(verdict, 6))
 
 

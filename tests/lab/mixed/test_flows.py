@@ -368,17 +368,18 @@ def test_audit_degrades_without_trigram(images, tmp_path, monkeypatch):
     exercised for real, so the payload's own probe is replaced: the audit must still run, check
     the unicode61 FTS table, and say plainly that the trigram one was not checked (no crash)."""
     from fleetops.remote.hermes import audit as hermes_audit
+    from fleetops.remote.hermes import audit_host
 
     home = tmp_path / "hermes"
     build.copy_image(Path(images["healthy"]), home / "state.db")
-    real = hermes_audit.host_tooling
+    real = audit_host.host_tooling
 
     def no_trigram():
         t = real()
         t["trigram"] = False
         return t
 
-    monkeypatch.setattr(hermes_audit, "host_tooling", no_trigram)
+    monkeypatch.setattr(audit_host, "host_tooling", no_trigram)
     res = hermes_audit.main({"hermes_home": str(home), "holders": False, "services": False})
     assert not res["failed"], res["msg"]
     [rec] = res["databases"]

@@ -12,7 +12,7 @@ import textwrap
 import time
 
 
-from fleetops.remote.hermes import audit as hermes_audit
+from fleetops.remote.hermes import audit_backups
 from fleetops.remote.hermes import backup as hb
 from tests.support.backup import backups_in, counts, integrity, manifest_of, run_job
 from tests.corpus import build, damage
@@ -60,7 +60,7 @@ def test_verified_backup_and_manifest(profile):
     assert counts(profile / "state.db") == src_counts
     # what `fleetops audit` reads for "last verified backup"
     home = str(profile)
-    b = hermes_audit.backups(home, str(profile / "state.db"), "default", home, time.time(), verify_sha256=True)
+    b = audit_backups.backups(home, str(profile / "state.db"), "default", home, time.time(), verify_sha256=True)
     assert b["newest_verified"]["path"] == str(db) and b["newest_verified"]["age_hours"] < 1
 
 

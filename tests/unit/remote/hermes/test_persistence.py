@@ -16,6 +16,7 @@ import time
 import pytest
 
 from fleetops.remote.hermes import audit as hermes_audit
+from fleetops.remote.hermes import audit_backups
 from fleetops.remote.hermes import persistence as hp
 from tests.corpus import build
 
@@ -191,7 +192,7 @@ def test_bookkeeping_repair_attempts_and_retired_wal_captures(tmp_path):
                  "header": {"page_size": 4096, "change_counter": 911, "page_count": 19200,
                             "user_version": 0, "application_id": 0}}}))
     (home / "state.db.retired-wal-20260921-080000-777.partial").mkdir()
-    b = hermes_audit.backups(str(home), str(db), "default", str(home), time.time())
+    b = audit_backups.backups(str(home), str(db), "default", str(home), time.time())
     caps = {os.path.basename(c["path"]): c for c in b["retired_wal_captures"]}
     c = caps["state.db.retired-wal-20260920-101500-41230"]
     assert (c["trigger"], c["pid"], c["captured_at"], c["wal"]["bytes"], c["main"]["mode"],
