@@ -201,7 +201,8 @@ def audit_db(entry, opts, tooling, now):
 
 def _audit_db(rec, db, entry, opts, tooling, now):
     home = entry["home"]
-    files = {"db": audit_open.file_facts(db), "wal": audit_open.file_facts(db + "-wal"), "shm": audit_open.file_facts(db + "-shm")}
+    files = {"db": audit_open.file_facts(db), "wal": audit_open.file_facts(db + "-wal"),
+             "shm": audit_open.file_facts(db + "-shm")}
     free, total = audit_open.free_space(db)
     files["free_bytes"], files["fs_bytes"] = free, total
     rec["files"] = files
@@ -211,7 +212,8 @@ def _audit_db(rec, db, entry, opts, tooling, now):
         rec["holders_seconds"] = round(time.monotonic() - t0, 4)   # bench/audit.py prints it
     if home and os.path.isdir(home):
         rec["gateway_pid"] = audit_host.gateway_pid(home)
-        rec["backups"] = audit_backups.backups(home, db, entry["profile"], opts["_root"], now, opts["backup_verify_sha256"])
+        rec["backups"] = audit_backups.backups(home, db, entry["profile"], opts["_root"], now,
+                                               opts["backup_verify_sha256"])
     if files["db"] is None:
         rec["verdict"] = "missing"
         rec["reasons"].append("no %s" % db if not os.path.lexists(db) else "cannot stat %s" % db)
@@ -274,8 +276,8 @@ def _audit_db(rec, db, entry, opts, tooling, now):
             except sqlite3.Error as exc:
                 sq["schema_version"] = "unreadable: %s" % exc
         rec["sqlite"] = sq
-        run_checks(rec, conn, lambda: audit_open.worker_connection(uri, opts), token, db, header, mode, objs, fts, tooling,
-                   opts)
+        run_checks(rec, conn, lambda: audit_open.worker_connection(uri, opts), token, db, header, mode, objs, fts,
+                   tooling, opts)
         rec["fts_triggers"] = sum(1 for o in objs.values() if o["type"] == "trigger"
                                   and any(o["name"].startswith(v) or v in o["sql"] for v in fts)) if fts else 0
         rec["_newest_message"] = hermes_persistence.newest_message(conn, objs)
@@ -343,8 +345,8 @@ def main(args):
     counts = {}
     for r in dbs:
         counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
-    msg = "%d database(s): %s" % (len(dbs), ", ".join("%d %s" % (n, v) for v, n in
-                                                     sorted(counts.items(), key=lambda kv: -audit_verdict.SEVERITY.get(kv[0], 6))))
+    msg = "%d database(s): %s" % (len(dbs), ", ".join("%d %s" % (n, v) for v, n in sorted(
+        counts.items(), key=lambda kv: -audit_verdict.SEVERITY.get(kv[0], 6))))
     return {"changed": False, "failed": False, "skipped": False, "msg": msg,
             "audit_version": AUDIT_VERSION, "hermes_root": found["root"],
             "active_profile": found.get("active_profile"),

@@ -17,7 +17,8 @@ def _partial_where(sql):
 
 def index_honesty(conn, objs):
     """Per base table: count(*) vs count(*) NOT INDEXED vs distinct keys of a table scan, and per index its entries."""
-    return dict((o["name"], table_honesty(conn, o, objs)) for o in sorted(audit_schema.base_tables(objs), key=lambda x: x["name"]))
+    return dict((o["name"], table_honesty(conn, o, objs))
+                for o in sorted(audit_schema.base_tables(objs), key=lambda x: x["name"]))
 
 
 def table_honesty(conn, o, objs):

@@ -19,7 +19,7 @@ import traceback
 
 from fleetops.remote.hermes import audit as hermes_audit
 from fleetops.remote.hermes import image_swap, salvage_rules, steplib
-from fleetops.remote.hermes import writers as hermes_writers
+from fleetops.remote.hermes import start_writers as hermes_start_writers
 from fleetops.remote.host.durable import sha256_file
 from fleetops.remote.sqlite import salvage as salvage_mod
 from fleetops.remote.sqlite.sql import quote_ident
@@ -167,7 +167,7 @@ def _fail(loc, args, msg, report, restart=True):
     """No swap: restart what was running on the original file, fail the host with the reason."""
     out = {"changed": False, "failed": True, "skipped": False, "swap": False, "msg": msg, "report": report}
     if restart and steplib.truthy(args.get("restart_on_refusal", True)):
-        st = hermes_writers.start(loc, args)
+        st = hermes_start_writers.start(loc, args)
         out["restart"] = st
         out["msg"] = "%s; not swapped; restarted what was running on the original file: %s" % (msg, st["msg"])
     return out
