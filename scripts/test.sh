@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the whole test suite on a fresh Debian/Ubuntu machine: installs openssh-server, the
+# Runs the linters and the whole test suite on a fresh Debian/Ubuntu machine: installs openssh-server, the
 # Python dependencies and one test venv per Hermes version of tests/hermes_matrix.txt first.
 # Needs root (the lab creates one Unix user per simulated host). Extra arguments go to pytest.
 set -euo pipefail
@@ -15,5 +15,7 @@ for v in $(grep -v '^#' "$ROOT/tests/hermes_matrix.txt" | awk 'NF {print $1}' | 
   PYTHON=/usr/bin/python3 bash "$ROOT/scripts/hermes-venv.sh" "$v" >/dev/null
 done
 cd "$ROOT"
+# The linters first (ruff, vulture, mypy on the engine, the file-size rule): a finding fails the run
+bash "$ROOT/scripts/lint.sh" "$VENV/bin/python"
 # -rs: every skip is listed with its reason; tests/support/skip_policy.py fails the run on one outside its allow-list
 exec "$VENV/bin/python" -m pytest -p no:cacheprovider -rs "$@"

@@ -24,6 +24,7 @@ import sqlite3
 import time
 import traceback
 
+from fleetops.remote.host.inputs import flag, number
 from fleetops.remote.hermes import audit_backups
 from fleetops.remote.hermes import audit_fts
 from fleetops.remote.hermes import audit_honesty
@@ -57,21 +58,6 @@ DEFAULTS = {
     "budget_gb": 0,       # > 0: on a bigger store, no FTS index walk unless deep
     "cache_kib": 8192,    # SQLite page cache per connection
 }
-
-
-def _truthy(value):
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on", "y")
-    return bool(value)
-
-
-def _num(value, default, cast=float):
-    try:
-        if value is None or value == "":
-            return default
-        return cast(value)
-    except (TypeError, ValueError):
-        return default
 
 
 def run_checks(rec, conn, connect, token, db, header, mode, objs, fts, tooling, opts):
@@ -299,21 +285,21 @@ def options(args):
     """Normalised options with defaults (playbook values arrive as strings after templating)."""
     args = args or {}
     o = dict(DEFAULTS)
-    o["deep"] = _truthy(args.get("deep", False))
-    o["quick_check_max"] = max(1, _num(args.get("quick_check_max"), DEFAULTS["quick_check_max"], int))
-    o["backup_max_age_hours"] = _num(args.get("backup_max_age_hours"), DEFAULTS["backup_max_age_hours"])
-    o["wal_warn_mb"] = _num(args.get("wal_warn_mb"), DEFAULTS["wal_warn_mb"])
-    o["busy_timeout"] = _num(args.get("busy_timeout"), DEFAULTS["busy_timeout"])
-    o["evidence_days"] = max(0.0, _num(args.get("evidence_days"), DEFAULTS["evidence_days"]))
-    o["log_tail_bytes"] = max(4096, _num(args.get("log_tail_bytes"), DEFAULTS["log_tail_bytes"], int))
-    o["stale_hours"] = _num(args.get("stale_hours"), DEFAULTS["stale_hours"])
-    o["jobs"] = max(0, _num(args.get("jobs"), DEFAULTS["jobs"], int))
-    o["budget_gb"] = max(0.0, _num(args.get("budget_gb"), DEFAULTS["budget_gb"]))
-    o["cache_kib"] = max(512, _num(args.get("cache_kib"), DEFAULTS["cache_kib"], int))
-    o["_check"] = _truthy(args.get("_check", False))
+    o["deep"] = flag(args.get("deep", False))
+    o["quick_check_max"] = max(1, number(args.get("quick_check_max"), DEFAULTS["quick_check_max"], int))
+    o["backup_max_age_hours"] = number(args.get("backup_max_age_hours"), DEFAULTS["backup_max_age_hours"])
+    o["wal_warn_mb"] = number(args.get("wal_warn_mb"), DEFAULTS["wal_warn_mb"])
+    o["busy_timeout"] = number(args.get("busy_timeout"), DEFAULTS["busy_timeout"])
+    o["evidence_days"] = max(0.0, number(args.get("evidence_days"), DEFAULTS["evidence_days"]))
+    o["log_tail_bytes"] = max(4096, number(args.get("log_tail_bytes"), DEFAULTS["log_tail_bytes"], int))
+    o["stale_hours"] = number(args.get("stale_hours"), DEFAULTS["stale_hours"])
+    o["jobs"] = max(0, number(args.get("jobs"), DEFAULTS["jobs"], int))
+    o["budget_gb"] = max(0.0, number(args.get("budget_gb"), DEFAULTS["budget_gb"]))
+    o["cache_kib"] = max(512, number(args.get("cache_kib"), DEFAULTS["cache_kib"], int))
+    o["_check"] = flag(args.get("_check", False))
     for key in ("holders", "services", "tooling", "backup_verify_sha256", "write_probe"):
         if key in args and args[key] is not None and args[key] != "":
-            o[key] = _truthy(args[key])
+            o[key] = flag(args[key])
     return o
 
 

@@ -20,6 +20,7 @@ rollback call.
 import os
 import sqlite3
 
+from fleetops.remote.host.inputs import flag
 from fleetops.remote.hermes import fence as hermes_fence
 from fleetops.remote.hermes import holders as hermes_holders
 from fleetops.remote.hermes import paths as hermes_paths
@@ -463,8 +464,8 @@ def run(args, action):
     {hermes_home?, profile?, new_db?, quarantine_dir?, expect_sha256?, prefer?: finish|rollback,
     force?, run_id?, _check?}. The payloads quarantine, swap and rollback call it."""
     args = args or {}
-    check = steplib.truthy(args.get("_check"))
-    force = steplib.truthy(args.get("force"))
+    check = flag(args.get("_check"))
+    force = flag(args.get("force"))
     try:
         loc = steplib.locate(args)
     except ValueError as exc:

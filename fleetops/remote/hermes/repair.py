@@ -17,6 +17,7 @@ import sqlite3
 import time
 import traceback
 
+from fleetops.remote.host.inputs import flag, number
 from fleetops.remote.hermes import audit as hermes_audit
 from fleetops.remote.hermes import image_swap, salvage_rules, steplib
 from fleetops.remote.hermes import start_writers as hermes_start_writers
@@ -166,7 +167,7 @@ def fts_rebuild(image_db, work, out_path):
 def _fail(loc, args, msg, report, restart=True):
     """No swap: restart what was running on the original file, fail the host with the reason."""
     out = {"changed": False, "failed": True, "skipped": False, "swap": False, "msg": msg, "report": report}
-    if restart and steplib.truthy(args.get("restart_on_refusal", True)):
+    if restart and flag(args.get("restart_on_refusal", True)):
         st = hermes_start_writers.start(loc, args)
         out["restart"] = st
         out["msg"] = "%s; not swapped; restarted what was running on the original file: %s" % (msg, st["msg"])
@@ -175,7 +176,7 @@ def _fail(loc, args, msg, report, restart=True):
 
 def repair(loc, args):
     started = time.time()
-    max_loss = int(steplib.num(args.get("max_loss_rows"), 0, int))
+    max_loss = int(number(args.get("max_loss_rows"), 0, int))
     qdir = args.get("quarantine_dir") or image_swap.latest_quarantine(loc)
     if not qdir:
         return {"changed": False, "failed": True, "skipped": False,
@@ -296,7 +297,7 @@ def main(args):
         loc = steplib.locate(args)
     except ValueError as exc:
         return {"changed": False, "failed": True, "skipped": False, "msg": str(exc)}
-    if steplib.truthy(args.get("_check")):
+    if flag(args.get("_check")):
         if not os.path.exists(loc["db"]):
             return {"changed": False, "failed": True, "skipped": False, "msg": "no state.db at %s" % loc["db"]}
         rec = hermes_audit.audit_db({"profile": loc["profile"], "home": None, "db": loc["db"]},

@@ -12,6 +12,7 @@ import os
 import sqlite3
 import time
 
+from fleetops.remote.host.inputs import flag, number
 from fleetops.remote.hermes import paths as hermes_paths
 from fleetops.remote.hermes import steplib
 from fleetops.remote.host.durable import fsync_dir, fsync_file
@@ -179,12 +180,12 @@ def main(args):
     refusal = permission_refusal(loc)
     if refusal:
         return refusal
-    factor = steplib.num(args.get("min_free_factor"), DEFAULT_MIN_FREE_FACTOR)
+    factor = number(args.get("min_free_factor"), DEFAULT_MIN_FREE_FACTOR)
     refusal, free, need = space_check(loc, factor, args.get("dest"))
     if refusal:
         return {"changed": False, "failed": True, "skipped": False, "refused": True,
                 "reason": "free_space", "free_bytes": free, "needed_bytes": need, "msg": refusal}
-    if steplib.truthy(args.get("_check")):
+    if flag(args.get("_check")):
         return {"changed": False, "failed": False, "skipped": False, "free_bytes": free,
                 "needed_bytes": need,
                 "msg": "check mode: would snapshot %s (%d bytes) into %s" % (

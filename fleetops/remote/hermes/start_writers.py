@@ -7,6 +7,7 @@ starts while an interrupted swap is pending.
 import os
 import time
 
+from fleetops.remote.host.inputs import flag
 from fleetops.remote.hermes import fence as hermes_fence
 from fleetops.remote.hermes import holders as hermes_holders
 from fleetops.remote.hermes import image_swap, steplib, writers
@@ -101,7 +102,7 @@ def start(loc, args):
                        % (pend["kind"], loc["db"], pend["id"])}
     # no swap pending, so the file in place is the one to run on: a fence still up (the no-swap
     # path; the swap lifts it itself once the old file's holders are gone) is lifted first
-    fence = [] if steplib.truthy(args.get("_check")) or (pend and pend.get("db") == loc["db"]) else hermes_fence.keepers(loc)
+    fence = [] if flag(args.get("_check")) or (pend and pend.get("db") == loc["db"]) else hermes_fence.keepers(loc)
     if not rec or rec.get("status") not in ("stopping", "stopped", "restart_failed"):
         released = hermes_fence.release(loc) if fence else []
         return {"changed": bool(released), "failed": False, "skipped": False, "started": [], "recorded": False,
@@ -111,7 +112,7 @@ def start(loc, args):
     units = rec.get("units") or []
     gw = rec.get("gateway")
     procs = [p for p in rec.get("processes") or [] if p.get("restart")]
-    if steplib.truthy(args.get("_check")):
+    if flag(args.get("_check")):
         return {"changed": False, "failed": False, "skipped": False, "recorded": True,
                 "record_status": rec.get("status"),
                 "msg": "check mode: would start units %s, gateway %s, %d other process(es)" % (

@@ -11,6 +11,7 @@ import sqlite3
 import stat
 import time
 
+from fleetops.remote.host.inputs import number
 from fleetops.remote.hermes import holders as hermes_holders
 from fleetops.remote.hermes import paths as hermes_paths
 from fleetops.remote.host import hostlock
@@ -29,21 +30,6 @@ def utc_ts(now=None):
 def iso(now=None):
     return datetime.datetime.utcfromtimestamp(time.time() if now is None else now).strftime(
         "%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def truthy(value):
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on", "y")
-    return bool(value)
-
-
-def num(value, default, cast=float):
-    if value is None or value == "":
-        return default
-    try:
-        return cast(value)
-    except (TypeError, ValueError):
-        return default
 
 
 def locate(args):
@@ -178,8 +164,8 @@ def lock_or_refusal(loc, args, what):
     """Take the host lock for this payload; returns (lock, None) or (None, refusal result)."""
     try:
         lk = hostlock.acquire(os.path.join(loc["fleetops"], "lock"), run_id=args.get("run_id"),
-                              ttl=num(args.get("lock_ttl"), hostlock.DEFAULT_TTL), purpose=what,
-                              wait=num(args.get("lock_wait"), 0.0))
+                              ttl=number(args.get("lock_ttl"), hostlock.DEFAULT_TTL), purpose=what,
+                              wait=number(args.get("lock_wait"), 0.0))
     except hostlock.Locked as exc:
         return None, {"changed": False, "failed": True, "skipped": False, "refused": True,
                       "msg": str(exc), "lock_holder": exc.holder}

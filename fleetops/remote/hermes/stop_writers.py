@@ -9,6 +9,7 @@ import signal
 import subprocess
 import time
 
+from fleetops.remote.host.inputs import flag
 from fleetops.remote.hermes import fence as hermes_fence
 from fleetops.remote.hermes import holders as hermes_holders
 from fleetops.remote.hermes import start_writers, steplib, writers
@@ -104,7 +105,7 @@ def stop(loc, args):
     """Stop every writer of loc's state.db; the payload result (module contract)."""
     opts = writers.options(args)
     db = loc["db"]
-    if opts["fence"] and not steplib.truthy(args.get("_check")) and hermes_fence.keepers(loc) and \
+    if opts["fence"] and not flag(args.get("_check")) and hermes_fence.keepers(loc) and \
             not hermes_fence.holding(loc):
         hermes_fence.release(loc)  # an earlier fence of this run, over a file no longer in place
     scan = hermes_holders.scan_policy(db, loc.get("holder_scan") or "strict", exclude_pids=hermes_fence.pids(loc))
@@ -131,7 +132,7 @@ def stop(loc, args):
                "gateway": plan["gateway"] and {"pid": plan["gateway"]["pid"], "argv": plan["gateway"]["argv"]},
                "gateway_stop": plan["gateway_stop"],
                "signal": [{"pid": p["pid"], "kind": p["kind"]} for p in plan["processes"]]}
-    if steplib.truthy(args.get("_check")):
+    if flag(args.get("_check")):
         n = len(scan["holders"])
         return {"changed": False, "failed": False, "skipped": False, "plan": summary,
                 "holders": scan["holders"],

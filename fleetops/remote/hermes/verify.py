@@ -23,6 +23,7 @@ import sqlite3
 import subprocess
 import time
 
+from fleetops.remote.host.inputs import flag, number
 from fleetops.remote.hermes import holders as hermes_holders
 from fleetops.remote.hermes import steplib
 from fleetops.remote.hermes import writers as hermes_writers
@@ -266,7 +267,7 @@ def hermes_stats(hermes_bin, home, extra_env=None, timeout=180.0):
 def verify(loc, args):
     started = time.time()
     db = loc["db"]
-    timeout = steplib.num(args.get("busy_timeout"), 30.0)
+    timeout = number(args.get("busy_timeout"), 30.0)
     checks = {}
     problems = []
     checks["write_probe"] = write_probe(db, timeout)
@@ -286,7 +287,7 @@ def verify(loc, args):
     if not cmd:
         checks["hermes_sessions_stats"] = {"ok": None, "note": where + ": skipped"}
         return problems, checks, round(time.time() - started, 3)
-    htimeout = steplib.num(args.get("hermes_timeout"), 180.0)
+    htimeout = number(args.get("hermes_timeout"), 180.0)
     st = hermes_stats(cmd, loc["home"], args.get("hermes_env"), htimeout)
     checks["hermes_sessions_stats"] = st
     if not st["ok"]:
@@ -314,7 +315,7 @@ def main(args):
         loc = steplib.locate(args)
     except ValueError as exc:
         return {"changed": False, "failed": True, "skipped": False, "msg": str(exc)}
-    if steplib.truthy(args.get("_check")):
+    if flag(args.get("_check")):
         return {"changed": False, "failed": False, "skipped": False,
                 "msg": "check mode: would verify %s (write probe in state_meta, quick_check, counts, FTS, "
                        "hermes sessions stats)" % loc["db"]}

@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import time
 
+from fleetops.remote.host.inputs import flag, number
 from fleetops.remote.hermes import fence as hermes_fence
 from fleetops.remote.hermes import holders as hermes_holders
 from fleetops.remote.hermes import steplib
@@ -51,12 +52,12 @@ def record_path(loc):
 def options(args):
     o = {}
     for k, v in DEFAULTS.items():
-        o[k] = steplib.num(args.get(k), v)
-    o["force"] = steplib.truthy(args.get("force"))
-    o["fence"] = steplib.truthy(args.get("fence", True))
+        o[k] = number(args.get(k), v)
+    o["force"] = flag(args.get("force"))
+    o["fence"] = flag(args.get("fence", True))
     o["systemd"] = str(args.get("systemd", "auto")).lower()
     o["hermes_bin"] = args.get("hermes_bin") or None
-    o["restart_on_failure"] = steplib.truthy(args.get("restart_on_failure", True))
+    o["restart_on_failure"] = flag(args.get("restart_on_failure", True))
     return o
 
 
@@ -239,7 +240,7 @@ def run(args, action, step):
         loc = steplib.locate(args)
     except ValueError as exc:
         return {"changed": False, "failed": True, "skipped": False, "msg": str(exc)}
-    if steplib.truthy(args.get("_check")):
+    if flag(args.get("_check")):
         return step(loc, args)
     lk, refused = steplib.lock_or_refusal(loc, args, "hermes_%s_writers" % action)
     if refused:
