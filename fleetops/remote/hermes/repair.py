@@ -293,10 +293,9 @@ def main(args):
     """Payload: {hermes_home?, profile?, quarantine_dir?, max_loss_rows?, fts?, schema_from?,
     restart_on_refusal?, run_id?, _check?}."""
     args = args or {}
-    try:
-        loc = steplib.locate(args)
-    except ValueError as exc:
-        return {"changed": False, "failed": True, "skipped": False, "msg": str(exc)}
+    loc, bad = steplib.located(args)
+    if bad:
+        return bad
     if flag(args.get("_check")):
         if not os.path.exists(loc["db"]):
             return {"changed": False, "failed": True, "skipped": False, "msg": "no state.db at %s" % loc["db"]}

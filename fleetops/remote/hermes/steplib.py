@@ -51,6 +51,15 @@ def locate(args):
             "fleetops": os.path.join(root, "fleetops"), "holder_scan": policy}
 
 
+def located(args):
+    """(locate(args), None), or (None, the failed result naming the bad argument) for a payload
+    to return as it is."""
+    try:
+        return locate(args), None
+    except ValueError as exc:
+        return None, {"changed": False, "failed": True, "skipped": False, "msg": str(exc)}
+
+
 def refuse_outside_links(root, paths):
     """A state.db (or sidecar, or profile dir) that is a symlink out of the Hermes home would
     have the repair move, swap and chmod files somewhere nobody meant: refuse unless told."""

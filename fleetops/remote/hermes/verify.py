@@ -311,10 +311,9 @@ def main(args):
     """Payload: {hermes_home?, profile?, expect_counts?, count_mode?: at_least|exact, hermes_bin?,
     hermes_env?, busy_timeout?, run_id?, _check?}."""
     args = args or {}
-    try:
-        loc = steplib.locate(args)
-    except ValueError as exc:
-        return {"changed": False, "failed": True, "skipped": False, "msg": str(exc)}
+    loc, bad = steplib.located(args)
+    if bad:
+        return bad
     if flag(args.get("_check")):
         return {"changed": False, "failed": False, "skipped": False,
                 "msg": "check mode: would verify %s (write probe in state_meta, quick_check, counts, FTS, "

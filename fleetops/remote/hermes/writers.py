@@ -236,10 +236,9 @@ def run(args, action, step):
     """One writers step, step(loc, args) for `action` "stop" or "start", under the host lock; the
     payloads stop_writers and start_writers call it."""
     args = args or {}
-    try:
-        loc = steplib.locate(args)
-    except ValueError as exc:
-        return {"changed": False, "failed": True, "skipped": False, "msg": str(exc)}
+    loc, bad = steplib.located(args)
+    if bad:
+        return bad
     if flag(args.get("_check")):
         return step(loc, args)
     lk, refused = steplib.lock_or_refusal(loc, args, "hermes_%s_writers" % action)
