@@ -229,6 +229,42 @@ def fts_pages_overwritten(src, out) -> Damage:
     return _base(d, src, out, gt)
 
 
+def fts_doclist_bit_flipped(src, out) -> Damage:
+    """One bit flipped inside a messages_fts_trigram_data leaf: the size of the first position
+    list on the page, so that list claims one position more or less. Every b-tree stays intact
+    (SQLite < 3.44's quick_check sees nothing); the index no longer matches what it indexed,
+    as after bit rot on disk. Salvage must return every row (the index is rebuilt)."""
+    src, out, gt = _start("fts_doclist_bit_flipped", src, out)
+    roots = pagefile.root_pages(src)
+    with PageFile(out, writable=True) as pf:
+        for pg, _page, cells in _leaf_with_cells(pf, roots["messages_fts_trigram_data"]):
+            for c in cells:
+                if c.overflow is not None or c.rowid <= 10:
+                    continue
+                body, _, _ = pagefile.record_header(c.payload)     # columns: id (the rowid), block
+                blob = c.payload[body:]
+                first = struct.unpack(">H", blob[:2])[0]   # a rowid continuing a doclist, else 0
+                if first == 0:                             # the page starts with a term at offset 4
+                    n, k = pagefile.read_varint(blob, 4)
+                    first = 4 + k + n
+                if not 4 <= first < len(blob) - 8:
+                    continue
+                _, k = pagefile.read_varint(blob, first)
+                size = blob[first + k]                     # 2 * positions + delete flag
+                if size >= 0x80 or size >> 1 < 2:
+                    continue
+                data = bytearray(pf.read_page(pg))
+                at = data.find(c.payload)
+                assert at >= 0 and data.find(c.payload, at + 1) < 0
+                data[at + body + first + k] ^= 0x02
+                pf.write_page(pg, bytes(data))
+                d = Damage("fts_doclist_bit_flipped",
+                           "one bit of a position-list size in a messages_fts_trigram_data leaf; every b-tree intact",
+                           "fts_index_damage", pages=[pg], extra={"fts_block": c.rowid})
+                return _base(d, src, out, gt)
+    raise AssertionError("no trigram leaf with a short position list to flip")
+
+
 def session_duplicated_behind_title_index(src, out) -> Damage:
     """A titled sessions leaf cell stored twice, side by side on its page (field report 02).
 
@@ -998,7 +1034,7 @@ def wal_stale_frames(src, out) -> Damage:
 
 
 ALL_CASES: Dict[str, Callable[..., Damage]] = {f.__name__: f for f in (
-    healthy, fts_pages_overwritten, session_duplicated_behind_title_index, unique_index_emptied,
+    healthy, fts_pages_overwritten, fts_doclist_bit_flipped, session_duplicated_behind_title_index, unique_index_emptied,
     not_null_nulled, interior_page_zeroed, page1_damaged, schema_page_damaged, zero_length,
     not_sqlite, missing, garbage_huge_rowid, garbage_leaf_pages, page_referenced_twice,
     torn_wal, deleted_on_freelist, freelist_trunk_pointer_damaged, freelist_trunk_page_damaged,

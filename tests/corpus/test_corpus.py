@@ -27,7 +27,7 @@ REQUIRED = {"fts_pages_overwritten", "session_duplicated_behind_title_index", "u
             "header_zeroed", "interior_points_at_foreign_leaf", "schema_page_lost",
             "invalid_utf8_in_rows", "header_magic_damaged", "header_page_size_damaged",
             "header_freelist_damaged", "header_zeroed_alone", "overflow_chains_damaged",
-            "wal_stale_frames"}
+            "wal_stale_frames", "fts_doclist_bit_flipped"}
 
 
 # ---------------------------------------------------------------- oracles
@@ -246,6 +246,22 @@ def test_fts_pages_overwritten(damaged, pristine_db):
     con = ro(d.path)
     for t in ("messages", "sessions"):
         assert con.execute(f'PRAGMA quick_check("{t}")').fetchall() == [("ok",)]
+    assert base_truth(d.path) == base_truth(pristine_db)
+    assert not d.lost_rows and d.expected_rows == truth.rowids(truth.ground_truth(pristine_db))
+
+
+def test_fts_doclist_bit_flipped(damaged, pristine_db):
+    """One bit differs from the pristine file, inside the block the case names; every b-tree holds."""
+    d = damaged("fts_doclist_bit_flipped")
+    a, b = open(pristine_db, "rb").read(), open(d.path, "rb").read()
+    pages = [o for o in range(0, len(a), 4096) if a[o:o + 4096] != b[o:o + 4096]]
+    diff = [o + i for o in pages for i in range(4096) if a[o + i] != b[o + i]]
+    assert len(a) == len(b) and len(diff) == 1 and bin(a[diff[0]] ^ b[diff[0]]).count("1") == 1
+    con = ro(d.path)
+    assert con.execute("PRAGMA integrity_check").fetchall() == [("ok",)] or sqlite3.sqlite_version_info >= (3, 44)
+    pristine = ro(pristine_db)
+    q = "SELECT block FROM messages_fts_trigram_data WHERE id = ?"
+    assert one(con, q, d.extra["fts_block"]) != one(pristine, q, d.extra["fts_block"])
     assert base_truth(d.path) == base_truth(pristine_db)
     assert not d.lost_rows and d.expected_rows == truth.rowids(truth.ground_truth(pristine_db))
 

@@ -111,11 +111,13 @@ def run_checks(rec, conn, connect, token, db, header, mode, objs, fts, tooling, 
 
     size = sum(((rec.get("files") or {}).get(k) or {}).get("size") or 0 for k in ("db", "wal"))
     walk_skipped = None
-    if opts["budget_gb"] and not opts["deep"] and size > opts["budget_gb"] * 2 ** 30:
+    covered = audit_fts.quick_check_covers_fts5()
+    if opts["budget_gb"] and not covered and not opts["deep"] and size > opts["budget_gb"] * 2 ** 30:
         walk_skipped = ("store is %.1f GB, over the audit budget of %g GB: FTS index walk not run "
                         "(--deep or a larger --budget runs it)" % (size / 2.0 ** 30, opts["budget_gb"]))
     records, fts_list = audit_fts.fts_units(objs, fts, tooling, walk_skipped, 1 if len(conns) == 1 else 4 * len(conns),
-                                  skip=lambda: "base tables damaged" if base_failure() else None)
+                                            skip=lambda: "base tables damaged" if base_failure() else None,
+                                            covered=covered)
     units += fts_list
     units.append(U("foreign_keys", "foreign_keys", lambda w: audit_integrity.foreign_keys(w.conn, dict(
         (u.name.split(":", 1)[1], u.result) for u in honesty_units)), deps=phase1[1:]))
@@ -139,10 +141,12 @@ def run_checks(rec, conn, connect, token, db, header, mode, objs, fts, tooling, 
                                      "the FTS checks add nothing to the verdict" % why)
                 skipped.append({"check": "fts:" + name, "reason": records[name]["skipped"]})
     else:
-        audit_fts.fts_finish(records, fts, by)
+        audit_fts.fts_finish(records, fts, by, rec["integrity"])
         for name, r in records.items():
             if r.get("walk_skipped"):
                 skipped.append({"check": "fts_walk:" + name, "reason": r["walk_skipped"]})
+            elif covered and not r["checked"] and r.get("reason"):
+                skipped.append({"check": "fts:" + name, "reason": r["reason"]})
     rec["fts"] = records
     checks = rec["checks"]
     for u in units:
