@@ -115,8 +115,11 @@ def ensure_descriptors(hosts: int) -> int:
     return new
 
 
-def execute(loaded: Loaded, options, *, json_output: bool, console=None, sinks=(), view: str = "auto") -> Finished:
+def execute(loaded: Loaded, options, *, json_output: bool, console=None, sinks=(), view: str = "auto",
+            document: bool = True) -> Finished:
     """Run with the results store and the live view (or the --json collector) listening.
+    `document=False`: the caller prints its own --json document from its own sinks, so no copy
+    of every result is collected for one (at a thousand hosts that copy is most of the memory).
 
     Ctrl-C once: start no new task, let running ones finish, record the run interrupted.
     Twice: quit now, still recording it interrupted. With json_output, stdout is kept for
@@ -130,7 +133,10 @@ def execute(loaded: Loaded, options, *, json_output: bool, console=None, sinks=(
     ensure_descriptors(len(loaded.inventory.select(options.limit or "all")))
     secrets = loaded.secret_values | (url_secrets(options.results_db) if options.results_db else set())
     store = ResultsStore(options.results_dir, secret_values=secrets, db_url=options.results_db)
-    if json_output:
+    if json_output and not document:
+        from fleetops.engine.events import EventSink
+        view = EventSink()
+    elif json_output:
         from fleetops.display import JsonCollector
         view = JsonCollector(secret_values=secrets, results_dir=options.results_dir)
     else:

@@ -20,6 +20,14 @@ from fleetops.engine.variables import layered
 ANSIBLE_VERSION = {"full": "2.19.0", "major": 2, "minor": 19, "revision": 0, "string": "2.19.0 (fleetops)"}
 
 
+# What _magic gives every task: set by the engine, never by a user (the magic layer wins).
+MAGIC_NAMES = frozenset({
+    "inventory_hostname", "inventory_hostname_short", "groups", "hostvars", "play_hosts",
+    "ansible_play_hosts", "ansible_play_hosts_all", "ansible_play_batch", "ansible_check_mode",
+    "ansible_diff_mode", "playbook_dir", "fleetops_run_id", "fleetops_results_dir", "omit",
+    "ansible_version"})
+
+
 class HostVars(collections.abc.Mapping):
     """`hostvars`: other hosts' variables, computed only when a template looks one up."""
 
@@ -123,4 +131,4 @@ class RunVars:
 
     @staticmethod
     def secret_values(variables: dict) -> set:
-        return _secrets.collect_secret_values(variables)
+        return _secrets.collect_secret_values(variables, skip=MAGIC_NAMES)

@@ -100,9 +100,11 @@ def is_location_name(name) -> bool:
     return isinstance(name, str) and name.lower().endswith(LOCATION_SUFFIXES)
 
 
-def collect_secret_values(variables: dict) -> set:
+def collect_secret_values(variables: dict, skip=frozenset()) -> set:
     """The text of every non-empty scalar held under a secret name, at any depth, to scrub from
-    output (paths under `*file`/`*_path`/`*_dir` names excepted: they are masked by name only)."""
+    output (paths under `*file`/`*_path`/`*_dir` names excepted: they are masked by name only).
+    Top-level names in `skip` are not looked into (the engine's magic variables: host and group
+    names, which are names, and which a fleet makes as long as the fleet)."""
     found: set = set()
 
     def walk(value, depth=0):
@@ -119,6 +121,8 @@ def collect_secret_values(variables: dict) -> set:
         elif isinstance(value, (list, tuple)):
             for v in value:
                 walk(v, depth + 1)
+    if skip:
+        variables = {k: v for k, v in variables.items() if k not in skip}
     walk(variables)
     return found
 

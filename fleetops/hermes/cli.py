@@ -8,6 +8,7 @@ what needs acting on, and the table names the hosts that could not be audited.
 """
 from __future__ import annotations
 
+import functools
 import json
 import sys
 
@@ -35,6 +36,17 @@ def exit_code(rows: list, engine_code: int) -> int:
     return engine_code
 
 
+def write_document(out, head: dict, hosts: dict, clean) -> None:
+    """One JSON object: `head`'s keys, then "hosts", each host's result cleaned and written on
+    its own, so a thousand hosts' results are never copied whole at once."""
+    dump = functools.partial(json.dumps, ensure_ascii=False, default=str)
+    out.write(dump(head)[:-1] + (", " if head else "") + '"hosts": {')
+    for i, (host, res) in enumerate(hosts.items()):
+        out.write((", " if i else "") + dump(str(host)) + ": " + dump(clean(res)))
+    out.write("}}\n")
+    out.flush()
+
+
 def audit(args) -> int:
     """Run playbooks/audit.yml on the inventory, store the figures, print the fleet table (or --json)."""
     from fleetops import bundled, runner
@@ -54,7 +66,7 @@ def audit(args) -> int:
     collector = AuditCollector()
     real_stdout = sys.stdout
     done = runner.execute(loaded, options, json_output=args.json, console=None if args.json else _console(),
-                          sinks=(collector,))
+                          sinks=(collector,), document=False)
     store = done.store
     try:
         rows = rows_from(collector.results)
@@ -66,11 +78,9 @@ def audit(args) -> int:
         store.close()
     code = exit_code(rows, done.exit_code)
     if args.json:
-        doc = {"run_id": done.run_id, "exit_code": code, "engine_exit_code": done.exit_code,
-               "healthy": code == 0, "databases": store.clean(rows),
-               "hosts": {h: store.clean(r) for h, r in collector.results.items()}}
-        real_stdout.write(json.dumps(doc, ensure_ascii=False, default=str) + "\n")
-        real_stdout.flush()
+        write_document(real_stdout, {"run_id": done.run_id, "exit_code": code, "engine_exit_code": done.exit_code,
+                                     "healthy": code == 0, "databases": store.clean(rows)},
+                       collector.results, store.clean)
     else:
         print_fleet(rows, _console())
     return code

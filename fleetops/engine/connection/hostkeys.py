@@ -29,22 +29,23 @@ def fingerprint(key_blob: bytes) -> str:
     return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
 
 
-def _name_matches(pattern_field: str, name: str) -> bool:
-    if pattern_field.startswith("|1|"):
-        try:
-            _, _, salt, want = pattern_field.split("|", 3)
-            mac = hmac.new(base64.b64decode(salt), name.encode(), hashlib.sha1).digest()
-            return hmac.compare_digest(mac, base64.b64decode(want))
-        except (ValueError, TypeError):
-            return False
-    return name in pattern_field.split(",")
+def _hashed_name_matches(field: str, name: str) -> bool:
+    """Whether a hashed host field (`|1|salt|hash`) is `name`'s."""
+    try:
+        _, _, salt, want = field.split("|", 3)
+        mac = hmac.new(base64.b64decode(salt), name.encode(), hashlib.sha1).digest()
+        return hmac.compare_digest(mac, base64.b64decode(want))
+    except (ValueError, TypeError):
+        return False
 
 
-def _parse_known_hosts(path: str) -> list:
-    """[(marker or None, host field, key type, blob)] for every usable line."""
+def _parse_known_hosts(path: str) -> dict:
+    """Every usable line, indexed: plain names -> [(key type, blob)] (a fleet's known_hosts has a
+    line per host, and scanning it for each of a thousand hosts made set-up quadratic), hashed
+    lines [(host field, key type, blob)] (each must be tried), and @revoked blobs."""
     with open(path, encoding="utf-8", errors="replace") as f:
         lines = f.read().splitlines()
-    entries = []
+    index: dict = {"names": {}, "hashed": [], "revoked": []}
     for line in lines:
         fields = line.strip().split()
         if not fields or fields[0].startswith("#"):
@@ -58,26 +59,29 @@ def _parse_known_hosts(path: str) -> list:
             blob = base64.b64decode(fields[2], validate=True)
         except (ValueError, TypeError):
             continue
-        entries.append((marker, fields[0], fields[1], blob))
-    return entries
+        if marker == "@revoked":
+            index["revoked"].append(blob)
+        elif marker is not None:
+            continue
+        elif fields[0].startswith("|1|"):
+            index["hashed"].append((fields[0], fields[1], blob))
+        else:
+            for name in fields[0].split(","):
+                index["names"].setdefault(name, []).append((fields[1], blob))
+    return index
 
 
 def read_known_hosts(path: str, name: str) -> tuple[list[tuple[str, bytes]], list[bytes]]:
     """(known (keytype, blob) entries, revoked blobs) for `name`; hashed entries included."""
-    known: list = []
-    revoked: list = []
     try:
-        entries = cached("known_hosts", path, _parse_known_hosts)
+        index = cached("known_hosts", path, _parse_known_hosts)
     except FileNotFoundError:
-        return known, revoked
+        return [], []
     except OSError as e:
         raise Unreachable(f"cannot read known_hosts {path}: {e.strerror or e}") from e
-    for marker, hosts, ktype, blob in entries:
-        if marker == "@revoked":
-            revoked.append(blob)
-        elif marker is None and _name_matches(hosts, name):
-            known.append((ktype, blob))
-    return known, revoked
+    known = list(index["names"].get(name, ()))
+    known += [(ktype, blob) for field, ktype, blob in index["hashed"] if _hashed_name_matches(field, name)]
+    return known, list(index["revoked"])
 
 
 def verify_host_key(key, name: str, known, revoked, path: str, accept_new: bool) -> None:

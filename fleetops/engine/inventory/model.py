@@ -75,6 +75,7 @@ class Inventory:
         self.conn_defaults: dict = {}
         self.ssh_configs: dict = {}       # parsed ~/.ssh/config files, by path (connection/hostvars.py)
         self.vars_base: str | None = None    # where group_vars/ and host_vars/ are read from
+        self._groups_map: dict | None = None  # groups_map(), until a group changes
 
     # -- variables
 
@@ -157,14 +158,20 @@ class Inventory:
         return out
 
     def groups_map(self) -> dict:
-        """Ansible's `groups` magic variable: group name -> host names (incl. `all`, `ungrouped`)."""
-        return {name: self.group_hosts(name) for name in self.groups}
+        """Ansible's `groups` magic variable: group name -> host names (incl. `all`, `ungrouped`).
+        Made once and kept until a group changes (add_to_group): every host's connection
+        variables read it, and remaking it per host made a fleet's set-up quadratic. Callers
+        read it, never change it."""
+        if self._groups_map is None:
+            self._groups_map = {name: self.group_hosts(name) for name in self.groups}
+        return self._groups_map
 
     def add_to_group(self, hostname: str, group: str, parents=("all",)) -> bool:
         """A group made while a playbook runs (group_by), as ansible-core's strategy adds it: the group
         (and each parent, under `all`) created if new, the group made a child of every parent, the host
         a member. True when anything changed."""
         changed = False
+        self._groups_map = None
         for name in list(parents) + [group]:
             if name not in self.groups:
                 g = self.groups[name] = Group(name)

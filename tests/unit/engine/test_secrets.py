@@ -126,3 +126,11 @@ def test_a_secret_glued_into_a_word_masks_the_word():
     found = derived_values(Templar(), "echo id{{ db_password }} x={{ db_password }}", {"db_password": "hunter2"}, set())
     assert found == {"hunter2", "idhunter2"}
     assert scrub("idhunter2 x=hunter2", found) == "******** x=********"
+
+
+def test_skipped_names_are_not_looked_into():
+    """The engine's magic variables hold host and group names: a group called `secret` must not
+    make its hosts' names secret values (scrubbed from every line)."""
+    variables = {"groups": {"secret": ["web1"], "all": ["web1"]}, "db_password": "hunter2"}
+    assert collect_secret_values(variables) == {"web1", "hunter2"}
+    assert collect_secret_values(variables, skip=frozenset({"groups"})) == {"hunter2"}
