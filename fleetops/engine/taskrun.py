@@ -122,7 +122,7 @@ class GatherFacts(Module):
 def facts_task(play) -> Task:
     """The task a play with `gather_facts` runs first on every host of each batch."""
     return Task(where=play.where, name="Gathering Facts", module=GatherFacts.name, tags=["always"],
-                remote_user=play.remote_user)
+                remote_user=play.remote_user, connection=play.connection)
 
 
 def record(run, host: str, task, frame: Frame, res: dict, started: float, ended: float,
@@ -443,7 +443,9 @@ class TaskRunner:
         if module_cls.runs_on_controller:
             transport = None
         else:
-            transport = run.transport_for(conn_host, delegated, task.remote_user if conn_host == self.host else None)
+            own = conn_host == self.host
+            transport = run.transport_for(conn_host, delegated, task.remote_user if own else None,
+                                          task.connection if own else None)
         become_user = None
         if module_cls.uses_become and (task.become or run.inventory_become(conn_host)):  # play, blocks, own; or the host's
             become_user = task.become_user or run.inventory_become_user(conn_host) or "root"

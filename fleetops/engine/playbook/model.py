@@ -48,6 +48,7 @@ class Task:
     is_handler: bool = False
     delegate_facts: bool = False                   # facts the task sets go to its delegate_to host
     remote_user: str | None = None                 # effective (play, blocks, own)
+    connection: str | None = None                  # effective `connection` keyword: local, ssh or None
     role: str | None = None                        # the role this task comes from
     role_path: str | None = None                   # its directory: templates/ and files/ resolve there first
     defaults: dict = field(default_factory=dict)   # role defaults: below every other variable
@@ -93,6 +94,7 @@ class Play:
     become: bool = False
     become_user: str | None = None
     remote_user: str | None = None
+    connection: str | None = None                   # the `connection` keyword (below ansible_connection)
     strategy: str = "linear"                        # free runs as linear (README)
     order: str = "inventory"
     vars_files_where: list = field(default_factory=list, repr=False)
