@@ -48,5 +48,5 @@ def walk(tasks: Any) -> Iterator[Any]:
 
 def task_label(task: Any) -> str:
     """How a task is named in events: its name (else its module), `role : name` inside a role."""
-    name = task.name or task.module
+    name = task.name or task.module or task.action      # an unnamed include: its key as written
     return f"{task.role} : {name}" if task.role else name

@@ -30,6 +30,7 @@ def outcome(r: dict) -> str:
 
 
 _LINE = re.compile(r"^(ok|changed|skipping|fatal): \[([^\]]+)\](?:: FAILED!)?(?: => (\(item=.*?\) => )?(\{.*\}))?$")
+_INCLUDED = re.compile(r"^included: .+? for ((?:[^ ,=]+)(?:, [^ ,=]+)*)(?: => \(item=.*\))?$")
 _MSG_ONLY = {"msg", "changed", "_ansible_verbose_always", "_ansible_no_log", "failed"}
 
 
@@ -49,6 +50,11 @@ def ansible_results(playbook: str, inventory: str, known_hosts: str, ok_rc=(0,),
         head = re.match(r"^(?:TASK|RUNNING HANDLER) \[(.*)\] \**$", line)
         if head:
             task = head.group(1)
+            continue
+        inc = _INCLUDED.match(line)
+        if inc and task is not None:       # each file a host includes: an ok result of the include
+            for host in inc.group(1).split(", "):
+                out.setdefault((task, host), []).append(("ok", None))
             continue
         m = _LINE.match(line)
         if not m or task is None:

@@ -28,6 +28,8 @@ TASK_KEYS = ("name", "args", "when", "loop", "with_items", "loop_control", "regi
 BLOCK_KEYS = ("name", "when", "tags", "vars", "become", "become_user", "check_mode",
               "ignore_errors", "run_once", "delegate_to", "connection", "block", "rescue", "always", "remote_user")
 INCLUDE_KEYS = ("include_tasks", "import_tasks", "include_role", "import_role")
+DYNAMIC = ("include_tasks", "include_role")      # read when reached: may loop, may template the name
+LOOP_KEYS = ("loop", "with_items", "loop_control")
 INCLUDE_TASK_KEYS = BLOCK_KEYS[:-4] + ("remote_user", "args")
 ROLE_ENTRY_KEYS = ("role", "name", "when", "tags", "vars", "become", "become_user", "remote_user", "connection")
 
@@ -36,9 +38,9 @@ LOOP_CONTROL_KEYS = ("loop_var", "label")
 NOT_SUPPORTED = {
     "import_playbook": "import_playbook is a playbook entry, not a task or play key",
     "include": "'include' was removed from Ansible (2.16): use include_tasks or import_tasks",
-    "environment": "unknown key 'environment' (not supported: set variables in the command)",
     "async": "async/poll are not supported: use a command's own timeout",
     "poll": "async/poll are not supported: use a command's own timeout",
+    "environment": "unknown key 'environment' (not supported: set variables in the command)",
 }
 
 

@@ -53,6 +53,7 @@ class Task:
     role_path: str | None = None                   # its directory: templates/ and files/ resolve there first
     defaults: dict = field(default_factory=dict)   # role defaults: below every other variable
     include: str | None = None                     # include_tasks / import_tasks / *_role: a block of its file
+    dynamic: Any = None                            # a looped or templated include_*: playbook/dynamic.py
     action: str | None = None                      # the module or include key as written (ansible.builtin.x)
     implicit: bool = False                         # added by fleetops (handler flushes), not in the playbook
     positions: dict = field(default_factory=dict, repr=False)   # key -> file:line:col
