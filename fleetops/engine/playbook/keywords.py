@@ -24,7 +24,9 @@ TASK_KEYS = ("name", "args", "when", "loop", "with_items", "loop_control", "regi
              "retries", "until", "delay", "failed_when", "changed_when", "ignore_errors",
              "notify", "tags", "run_once", "delegate_to", "check_mode", "vars", "become",
              "become_user", "block", "rescue", "always", "listen", "remote_user", "action", "local_action",
-             "delegate_facts", "connection")
+             "delegate_facts", "connection", "async", "poll")
+ASYNC_MODULES = ("command", "shell")    # a module whose host work is one command line
+DEFAULT_POLL = 15                       # ansible-core's DEFAULT_POLL_INTERVAL
 BLOCK_KEYS = ("name", "when", "tags", "vars", "become", "become_user", "check_mode",
               "ignore_errors", "run_once", "delegate_to", "connection", "block", "rescue", "always", "remote_user")
 INCLUDE_KEYS = ("include_tasks", "import_tasks", "include_role", "import_role")
@@ -38,8 +40,6 @@ LOOP_CONTROL_KEYS = ("loop_var", "label")
 NOT_SUPPORTED = {
     "import_playbook": "import_playbook is a playbook entry, not a task or play key",
     "include": "'include' was removed from Ansible (2.16): use include_tasks or import_tasks",
-    "async": "async/poll are not supported: use a command's own timeout",
-    "poll": "async/poll are not supported: use a command's own timeout",
     "environment": "unknown key 'environment' (not supported: set variables in the command)",
 }
 

@@ -53,6 +53,8 @@ class Task:
     role_path: str | None = None                   # its directory: templates/ and files/ resolve there first
     defaults: dict = field(default_factory=dict)   # role defaults: below every other variable
     include: str | None = None                     # include_tasks / import_tasks / *_role: a block of its file
+    async_val: Any = 0                             # `async:` seconds (int or template); 0: in the foreground
+    poll: Any = 15                                 # `poll:` seconds between status checks; 0: fire and forget
     dynamic: Any = None                            # a looped or templated include_*: playbook/dynamic.py
     action: str | None = None                      # the module or include key as written (ansible.builtin.x)
     implicit: bool = False                         # added by fleetops (handler flushes), not in the playbook

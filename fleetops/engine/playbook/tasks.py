@@ -9,7 +9,7 @@ from fleetops.engine.playbook.checks import (close, is_template, kind, want_bool
                                              want_int_or_template, want_name, want_str, want_str_list)
 from fleetops.engine.playbook.dynamic import DynamicInclude, candidate_tasks, read_included
 from fleetops.engine.playbook.includes import include_args, static_name
-from fleetops.engine.playbook.keywords import (BLOCK_KEYS, DYNAMIC, LOOP_KEYS, INCLUDE_TASK_KEYS, LOOP_CONTROL_KEYS, NOT_SUPPORTED,
+from fleetops.engine.playbook.keywords import (ASYNC_MODULES, BLOCK_KEYS, DEFAULT_POLL, DYNAMIC, LOOP_KEYS, INCLUDE_TASK_KEYS, LOOP_CONTROL_KEYS, NOT_SUPPORTED,
                                                ROLE_FROM_KEYS, TASK_KEYS, Inherit, include_kind,
                                                inherit_keywords, unknown_keys)
 from fleetops.engine.playbook.model import Task
@@ -161,6 +161,7 @@ def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
     task.positions.setdefault(task.module, m.key_where(key))
     task.args = module_args(m, key, task.module, modules[task.module], m.key_where(key))
     _loop(m, task)
+    _async(m, task)
     task.register = want_name(m, "register")
     task.delegate_facts = bool(want_bool(m, "delegate_facts", False))
     if task.delegate_facts and task.delegate_to is None:
@@ -180,6 +181,17 @@ def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
         raise BadInput("a handler needs a 'name' (or 'listen') to be notified by", where=m.where)
     check_args(task, modules)
     return task
+
+
+def _async(m: Mapping, task: Task) -> None:
+    """`async:` / `poll:`: on the modules whose host work is one command line (ASYNC_MODULES)."""
+    task.async_val = want_int_or_template(m, "async", default=0)
+    task.poll = want_int_or_template(m, "poll", default=DEFAULT_POLL)
+    if "poll" in m and "async" not in m:
+        raise BadInput("'poll' needs 'async' (the job's time limit in seconds)", where=m.key_where("poll"))
+    if task.async_val and task.module not in ASYNC_MODULES:
+        raise BadInput(f"async is supported on {' and '.join(ASYNC_MODULES)} only, not {task.module!r}: "
+                       "fleetops runs other modules' host work in several steps", where=m.key_where("async"))
 
 
 def _loop(m: Mapping, task: Task) -> None:
