@@ -98,6 +98,7 @@ class Load:
     handlers: list = field(default_factory=list)  # the roles' handlers, in load order
     handler_files: set = field(default_factory=set)
     exported: list = field(default_factory=list)  # (vars, defaults) of the play's static roles, in load order
+    play_vars: dict = field(default_factory=dict)  # what a templated import name may use
 
 
 def inherit_keywords(m: Mapping, inh: Inherit):

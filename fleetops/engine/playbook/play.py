@@ -167,7 +167,8 @@ def build_play(m, base_dir: str, modules: dict, index: int, path: str, roles_pat
             setattr(play, key, default)
         else:
             setattr(play, key, _want_choice(m, key, choices, default))
-    ctx = Load(modules=modules, playbook_dir=base_dir, build_task=build_task, roles_path=tuple(roles_path))
+    ctx = Load(modules=modules, playbook_dir=base_dir, build_task=build_task, roles_path=tuple(roles_path),
+               play_vars=dict(play.vars))
     play.base_dir = base_dir
     inherited = Inherit(tags=list(play.tags), become=play.become, become_user=play.become_user,
                         remote_user=play.remote_user, connection=play.connection, base_dir=base_dir, load=ctx)

@@ -8,7 +8,7 @@ from fleetops.engine.playbook.args import check_args, module_args, resolve_modul
 from fleetops.engine.playbook.checks import (close, is_template, kind, want_bool, want_conditions,
                                              want_int_or_template, want_name, want_str, want_str_list)
 from fleetops.engine.playbook.dynamic import DynamicInclude, candidate_tasks, read_included
-from fleetops.engine.playbook.includes import include_args, static_name
+from fleetops.engine.playbook.includes import import_name, include_args
 from fleetops.engine.playbook.keywords import (ASYNC_MODULES, BLOCK_KEYS, DEFAULT_POLL, DYNAMIC, LOOP_KEYS, INCLUDE_TASK_KEYS, LOOP_CONTROL_KEYS, NOT_SUPPORTED,
                                                ROLE_FROM_KEYS, TASK_KEYS, Inherit, include_kind,
                                                inherit_keywords, unknown_keys)
@@ -235,7 +235,7 @@ def include_block(m: Mapping, key: str, inh: Inherit, handler: bool, dynamic: bo
                                where=args.key_where(k))
         raw = args.get("file", args.get("_raw_params"))
         dynamic = what in DYNAMIC and dynamic and not handler
-        name = raw.strip() if dynamic and is_template(raw) else static_name(raw, f"{what} file", args.where)
+        name = raw.strip() if dynamic and is_template(raw) else import_name(raw, f"{what} file", args.where, inh)
         base = outer if dynamic and outer is not None else inh
         if isinstance(args.get("apply"), Mapping):
             apply = args["apply"]
@@ -251,8 +251,9 @@ def include_block(m: Mapping, key: str, inh: Inherit, handler: bool, dynamic: bo
     raw_froms = {k: args[k] for k in ROLE_FROM_KEYS if k in args}
     dynamic = what in DYNAMIC and dynamic and not handler
     keep = is_template if dynamic else (lambda _v: False)
-    name = args["name"].strip() if keep(args.get("name")) else static_name(args.get("name"), f"{what} name", args.where)
-    froms = {k: v.strip() if keep(v) else static_name(v, k, args.value_where(k)) for k, v in raw_froms.items()}
+    name = args["name"].strip() if keep(args.get("name")) else import_name(args.get("name"), f"{what} name",
+                                                                            args.where, inh)
+    froms = {k: v.strip() if keep(v) else import_name(v, k, args.value_where(k), inh) for k, v in raw_froms.items()}
     public = args.get("public")
     if public is not None and not isinstance(public, bool):
         raise BadInput(f"'public' must be true or false, not {kind(public)}", where=args.value_where("public"))
