@@ -13,7 +13,7 @@ from typing import Any
 from fleetops.engine.playbook.dynamic import read_at_run_time
 from fleetops.engine.playcontext import task_label, walk
 from fleetops.engine.taskrun import TaskRunner, failed_result, skipped_result
-from fleetops.engine.templating import TemplateError
+from fleetops.engine.templating import TemplateError, mark_unsafe
 from fleetops.errors import BadInput
 
 _READ_LOCK = threading.Lock()
@@ -47,7 +47,7 @@ def _tasks_for(run: Any, pctx: Any, task: Any, name: str, froms: dict) -> list:
     dyn = task.dynamic
     if not dyn.templated:
         return task.block or []
-    cache = pctx.__dict__.setdefault("_included", {})
+    cache = pctx.included
     key = (id(task), name, repr(sorted(froms.items())))
     with _READ_LOCK:
         if key not in cache:
@@ -75,8 +75,8 @@ def host_includes(run: Any, pctx: Any, task: Any, host: str, frame: Any) -> tupl
     else:
         try:
             passes = runner._loop_items(variables)
-        except TemplateError as e:
-            return failed_result(f"loop: {e}"), []
+        except TemplateError as e:          # as ansible-core: a false `when` skips before the loop fails
+            return runner._when(conditions, variables) or failed_result(f"loop: {e}"), []
         if not passes:
             return skipped_result("No items in the list", skip_reason="No items in the list"), []
     loop_var = task.loop_var or "item"
@@ -102,11 +102,25 @@ def host_includes(run: Any, pctx: Any, task: Any, host: str, frame: Any) -> tupl
     return (skipped if not entries else None), entries
 
 
+def _register(run: Any, task: Any, shown: dict, whole: set) -> None:
+    """`register` on an include: its result, a loop's as `results` (one per file included)."""
+    for host, results in shown.items():
+        got = [r for r, _, _ in results]
+        if host in whole or task.loop is None:
+            value = got[0]
+        else:
+            value = {"results": got, "changed": False, "failed": False, "skipped": False,
+                     "msg": "All items completed"}
+        with run.lock:
+            run.state(host).persistent[task.register] = mark_unsafe(value)
+
+
 def run_include(loop: Any, pctx: Any, task: Any, live: list, frame: Any) -> list:
     """Run a dynamic include over `live` (loop: the TaskLoop); returns the hosts still running."""
     run = loop.run
     order: dict = {}                    # key -> (tasks, [hosts]) in the order first reached
     shown: dict = {}
+    whole: set = set()                  # hosts whose include was skipped or failed as a whole
     for host in live:
         started = time.time()
         res, entries = host_includes(run, pctx, task, host, frame)
@@ -127,6 +141,7 @@ def run_include(loop: Any, pctx: Any, task: Any, live: list, frame: Any) -> list
             shown.setdefault(host, []).append((included, started, time.time()))
         if res is not None:
             shown[host] = [(res, started, time.time())]
+            whole.add(host)
     failed = set()
     if shown:      # as ansible-core: each file a host includes is an ok result of the include
         run.events.task_start(pctx.index, pctx.index_of.get(id(task), -1), task_label(task), None, list(shown))
@@ -135,6 +150,8 @@ def run_include(loop: Any, pctx: Any, task: Any, live: list, frame: Any) -> list
                 if loop._finish(pctx, host, task, frame, res, started, ended, set()) in ("failed", "rescued",
                                                                                          "unreachable"):
                     failed.add(host)
+    if task.register:
+        _register(run, task, shown, whole)
     live = [h for h in live if h not in failed]
     for tasks, hosts in order.values():
         if not live or pctx.abort or run.stopped():

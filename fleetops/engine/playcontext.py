@@ -24,6 +24,7 @@ class PlayContext:
     active: tuple | None = None     # (play hosts still live, those of the batch) as at the task's start
     ended: set = field(default_factory=set)        # hosts a meta end_host/end_batch/end_play stopped
     end_play: bool = False
+    included: dict = field(default_factory=dict)   # a dynamic include's tasks read when reached, by name
 
     def number_tasks(self) -> None:
         """Give every task and handler (blocks walked) its index in events: facts first, when gathered."""

@@ -109,8 +109,8 @@ def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
                        where=m.where)
     if is_block:
         allowed = INCLUDE_TASK_KEYS + (inc_key,) if inc_key else BLOCK_KEYS
-        if include_kind(inc_key) in DYNAMIC:
-            allowed += LOOP_KEYS
+        if include_kind(inc_key) in DYNAMIC and not handler:
+            allowed += LOOP_KEYS + ("register",)
         what = f"an {include_kind(inc_key)}" if inc_key else "a block"
         for k in m:
             if k not in allowed:
@@ -133,11 +133,9 @@ def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
     task.action = inc_key or (mods[0] if mods else None)
     if inc_key:
         task.include = include_kind(inc_key)
-        if task.include in DYNAMIC:
-            if handler and any(k in m for k in LOOP_KEYS):
-                raise BadInput(f"a loop over an {task.include} handler is not supported",
-                               where=m.key_where(next(k for k in LOOP_KEYS if k in m)))
+        if task.include in DYNAMIC and not handler:
             _loop(m, task)
+            task.register = want_name(m, "register")
         dyn = include_block(m, inc_key, sub, handler, dynamic=True, outer=sub.sub(when=list(inh.when)))
         if isinstance(dyn, DynamicInclude):
             task.dynamic = dyn

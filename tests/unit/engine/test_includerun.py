@@ -52,3 +52,4 @@ def test_the_item_and_when_per_item_and_the_include_when_is_not_inherited(run):
     # never again inside the file: both items run all their tasks
     assert shown == ["n=1", "n=3"]
     assert [r.get("skipped") for h, t, r in rec.results() if t == "each"] == [False, False]
+
