@@ -131,6 +131,9 @@ def run_include(loop: Any, pctx: Any, task: Any, live: list, frame: Any) -> list
                 except BadInput as e:
                     res = failed_result(f"{e.where}: {e.msg}" if e.where else e.msg)
                     break
+                # an enclosing include's item (bound into this task's vars) reaches a file read now
+                if task.dynamic.templated:
+                    extra = {**{k: v for k, v in task.vars.items() if k not in task.dynamic.inherit.vars}, **extra}
                 if extra:
                     copies = bind(tasks, extra)
                     _number_like(pctx, copies, tasks)

@@ -53,3 +53,19 @@ def test_the_item_and_when_per_item_and_the_include_when_is_not_inherited(run):
     assert shown == ["n=1", "n=3"]
     assert [r.get("skipped") for h, t, r in rec.results() if t == "each"] == [False, False]
 
+
+
+def test_an_outer_item_reaches_a_file_an_inner_templated_include_reads(run):
+    outcome, rec = run("""
+        - hosts: h1
+          gather_facts: false
+          tasks:
+            - name: outer
+              include_tasks: outer.yml
+              loop: [x, y]
+              loop_control: {loop_var: outer}
+    """, files={"outer.yml": "- include_tasks: 'inner_{{ outer }}.yml'\n",
+                "inner_x.yml": "- {name: shown, debug: {msg: 'x sees {{ outer }}'}}\n",
+                "inner_y.yml": "- {name: shown, debug: {msg: 'y sees {{ outer }}'}}\n"})
+    assert outcome.exit_code == 0, rec.failures()
+    assert [r["msg"] for h, t, r in rec.results() if t == "shown"] == ["x sees x", "y sees y"]
