@@ -39,15 +39,16 @@ class HostPool:
                 st = self.hosts.setdefault(host, HostState(name=host))
         return st
 
-    def params_for(self, host: str, remote_user: str | None = None) -> ConnParams:
-        key = (host, remote_user)
+    def params_for(self, host: str, remote_user: str | None = None, connection: str | None = None) -> ConnParams:
+        key = (host, remote_user, connection)
         p = self._params.get(key)
         if p is None:
             extra = self.options.extra_vars or {}
             env = self.inventory.template_vars(host, extra)
             env["playbook_dir"] = self.playbook_dir
             p = self.inventory.connection_params(host, render=lambda value: self.templar.render(value, env),
-                                                 extra_vars=extra, remote_user=remote_user)
+                                                 extra_vars=extra, remote_user=remote_user,
+                                                 connection=connection)
             if self.options.known_hosts:
                 p.known_hosts = self.options.known_hosts
             p.accept_new_host_keys = bool(p.accept_new_host_keys or self.options.accept_new_host_keys)
@@ -68,21 +69,24 @@ class HostPool:
         except (BadInput, TemplateError):
             return False
 
-    def transport_for(self, host: str, delegated: bool, remote_user: str | None = None) -> Transport:
+    def transport_for(self, host: str, delegated: bool, remote_user: str | None = None,
+                      connection: str | None = None) -> Transport:
         """The host's one transport (connected on first use); LocalTransport for delegate_to: localhost.
 
         A play or task whose remote_user gives another login user than the open connection's
-        closes it (releasing the host's run lock) and logs in again as that user."""
+        closes it (releasing the host's run lock) and logs in again as that user; so does one whose
+        `connection` keyword (local, ssh) gives another transport."""
         st = self.state(host)
         if delegated:
             if st.local is None:
                 st.local = LocalTransport()
             return st.local
         try:
-            params = self.params_for(host, remote_user)
+            params = self.params_for(host, remote_user, connection)
         except (BadInput, TemplateError) as e:
             raise Unreachable(f"{host}: {e}") from None
-        if st.transport is not None and st.transport.params.user != params.user:
+        if st.transport is not None and (st.transport.params.user != params.user
+                                         or st.transport.params.connection != params.connection):
             self.close_host(st)
         if st.transport is None:
             st.transport = LocalTransport(params) if params.connection == "local" else self.transport_factory(params)

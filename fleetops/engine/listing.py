@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from fleetops.engine.tags import tags_match
 from fleetops.engine.templating import Templar, TemplateError
+from fleetops.errors import BadInput
 
 DYNAMIC = ("include_tasks", "include_role")
 
@@ -38,8 +39,8 @@ def outline(book, inventory, limit: str | None = None, hosts: bool = True, tasks
         if Templar.is_template(name):       # ansible-core shows the name rendered from play vars and -e
             try:
                 name = templar.render(name, {**play.vars, **(extra_vars or {})})
-            except TemplateError:
-                pass
+            except TemplateError as exc:      # ansible-core 2.19 refuses to list it too
+                raise BadInput(f"the play's name: {exc.msg}", where=play.key_where("name")) from None
         lines.append("")
         lines.append(f"  play #{i + 1} ({','.join(play.hosts_written)}): {name}\tTAGS: [{','.join(play.tags)}]")
         if hosts:

@@ -70,6 +70,7 @@ class TaskContext:
     delegate_to: Optional[str] = None   # the inventory host (or localhost) the task runs on instead
     task: Any = None                    # the playbook's Task (its file, for files relative to it)
     stop: threading.Event = field(default_factory=threading.Event)   # set when the run is interrupted
+    async_job: Any = None               # engine/asyncjob.AsyncJob when the task has `async:`
 
 
 class Module:

@@ -24,6 +24,7 @@ class PlayContext:
     active: tuple | None = None     # (play hosts still live, those of the batch) as at the task's start
     ended: set = field(default_factory=set)        # hosts a meta end_host/end_batch/end_play stopped
     end_play: bool = False
+    included: dict = field(default_factory=dict)   # a dynamic include's tasks read when reached, by name
 
     def number_tasks(self) -> None:
         """Give every task and handler (blocks walked) its index in events: facts first, when gathered."""
@@ -48,5 +49,5 @@ def walk(tasks: Any) -> Iterator[Any]:
 
 def task_label(task: Any) -> str:
     """How a task is named in events: its name (else its module), `role : name` inside a role."""
-    name = task.name or task.module
+    name = task.name or task.module or task.action      # an unnamed include: its key as written
     return f"{task.role} : {name}" if task.role else name

@@ -13,6 +13,7 @@ from typing import Any
 from fleetops.engine import recap
 from fleetops.engine import secrets as _secrets
 from fleetops.engine.handlers import run_handlers
+from fleetops.engine.includerun import run_include
 from fleetops.engine.playcontext import PlayContext, task_label
 from fleetops.engine.tags import tags_match
 from fleetops.engine.taskrun import Frame, GatherFacts, TaskRunner, facts_task, record
@@ -41,6 +42,10 @@ class TaskLoop:
         for task in tasks or ():
             if not live or pctx.abort or run.stopped():
                 break
+            if task.dynamic is not None:
+                if tags_match(task.tags, run.options.tags, run.options.skip_tags):
+                    live = run_include(self, pctx, task, live, frame)
+                continue
             if task.block is not None:
                 live = self._run_block(pctx, task, live, frame)
                 continue

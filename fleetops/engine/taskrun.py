@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from fleetops.engine import secrets as _secrets
+from fleetops.engine.asyncjob import AsyncFailed, AsyncJob, AsyncStarted
 from fleetops.engine.connection.runlock import HostBusy
 from fleetops.engine.connection.hostvars import _bool
 from fleetops.engine.module import Arg, Module, Result, TaskContext
+from fleetops.engine.playbook.keywords import DEFAULT_POLL
 from fleetops.engine.playbook.model import Task
 from fleetops.engine.templating import Templar, TemplateError, mark_unsafe
 from fleetops.errors import Unreachable
@@ -122,7 +124,7 @@ class GatherFacts(Module):
 def facts_task(play) -> Task:
     """The task a play with `gather_facts` runs first on every host of each batch."""
     return Task(where=play.where, name="Gathering Facts", module=GatherFacts.name, tags=["always"],
-                remote_user=play.remote_user)
+                remote_user=play.remote_user, connection=play.connection)
 
 
 def record(run, host: str, task, frame: Frame, res: dict, started: float, ended: float,
@@ -400,7 +402,12 @@ class TaskRunner:
 
     def _call(self, module_cls, ctx: TaskContext, args: dict) -> dict:
         try:
-            return contract(module_cls().run(ctx, dict(args)))
+            res = contract(module_cls().run(ctx, dict(args)))
+            if ctx.async_job is not None and ctx.async_job.info:
+                res.update(ctx.async_job.info)       # the job's id, started, finished, results_file
+            return res
+        except (AsyncStarted, AsyncFailed) as e:
+            return e.result
         except Unreachable as e:
             return unreachable_result(str(e))
         except TemplateError as e:
@@ -443,7 +450,9 @@ class TaskRunner:
         if module_cls.runs_on_controller:
             transport = None
         else:
-            transport = run.transport_for(conn_host, delegated, task.remote_user if conn_host == self.host else None)
+            own = conn_host == self.host
+            transport = run.transport_for(conn_host, delegated, task.remote_user if own else None,
+                                          task.connection if own else None)
         become_user = None
         if module_cls.uses_become and (task.become or run.inventory_become(conn_host)):  # play, blocks, own; or the host's
             become_user = task.become_user or run.inventory_become_user(conn_host) or "root"
@@ -455,6 +464,13 @@ class TaskRunner:
         if isinstance(low, str) and ("{{" in low or "{%" in low):
             low = self.templar.render(low, variables)
         low = _bool(low) if low not in (None, "") else True
+        async_job = None
+        if task.async_val and transport is not None and not check:
+            seconds = float(self._number(task.async_val, 0, variables))
+            poll = float(self._number(task.poll, DEFAULT_POLL, variables))
+            if seconds > 0:
+                async_job = AsyncJob(seconds, poll, stop=run.stop, call=lambda name, args: run.payload(
+                    transport, name, payload_args(args, False, False), python=python, low_priority=False))
 
         def payload(name: str, args: dict, timeout: float | None = None) -> Result:
             if transport is None:
@@ -471,6 +487,6 @@ class TaskRunner:
             project_dir=self.pctx.play.base_dir or run.playbook_dir,
             templar=self.templar, run_id=run.run_id, become_user=become_user, delegate_to=target,
             task=task, stop=run.stop, role_path=task.role_path,
-            scrub=lambda text: _secrets.scrub(text, self.secrets),
+            scrub=lambda text: _secrets.scrub(text, self.secrets), async_job=async_job,
         )
 

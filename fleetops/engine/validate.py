@@ -96,6 +96,11 @@ class _Checker:
         for key in ("become_user",):
             if isinstance(getattr(task, key), str) and key in task.positions:
                 self.check(getattr(task, key), scope, task.key_where(key), guards=guards)
+        if task.dynamic is not None:
+            if task.loop is not None:
+                self.check_tree(task.loop, known | set(task.vars), task.key_where("loop"), guards)
+            for text in [task.dynamic.name, *task.dynamic.froms.values()]:
+                self.check(text, scope, task.dynamic.where, guards=guards)
         if task.is_block:
             for sub in task.block or ():
                 self.task(sub, scope, guards, rescue)
@@ -148,7 +153,9 @@ def _runtime_names(play: Play, modules: dict, base_dir: str) -> set:
     """Names a play defines while it runs: `register:`, set_fact keys, and what a module says it
     defines (`defines(task, base_dir)`: include_vars' files)."""
     names = set()
-    for t in walk_tasks(list(play.tasks) + list(play.handlers)):
+    every = list(walk_tasks(list(play.tasks) + list(play.handlers)))
+    every += [c for t in every if t.dynamic is not None for c in walk_tasks(t.dynamic.candidates)]
+    for t in every:
         if t.register:
             names.add(t.register)
         defines = getattr(modules.get(t.module), "defines", None) if t.module else None

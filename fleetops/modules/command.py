@@ -65,10 +65,13 @@ def quote_path(path: str) -> str:
 
 
 def run_line(ctx: TaskContext, line: str, stdin: bytes | None = None, timeout: float | None = None,
-             max_output: int | None = None):
-    """Run an already-quoted command line on the task's transport, through sudo when become is on."""
+             max_output: int | None = None, main: bool = False, shown: str = ""):
+    """Run an already-quoted command line on the task's transport, through sudo when become is on;
+    the program itself (`main`) as a background job when the task has `async:`."""
     if ctx.become_user:
         line = become_wrap(line, ctx.become_user)
+    if main and ctx.async_job is not None:
+        return ctx.async_job.run(line, stdin, shown)
     if max_output:
         return ctx.transport.run(line, stdin=stdin, timeout=timeout, max_output=max_output)
     return ctx.transport.run(line, stdin=stdin, timeout=timeout)
@@ -118,9 +121,15 @@ def run_program(ctx: TaskContext, args: dict, line: str, shown: str) -> dict:
         if args.get("stdin_add_newline", True) and not text.endswith("\n"):
             text += "\n"
         stdin = text.encode()
-    res = run_line(ctx, line, stdin=stdin, timeout=args.get("timeout"), max_output=MAX_COMMAND_OUTPUT)
+    res = run_line(ctx, line, stdin=stdin, timeout=args.get("timeout"), max_output=MAX_COMMAND_OUTPUT, main=True,
+                   shown=shown)
+    return program_result(ctx.become_user, shown, res)
+
+
+def program_result(become_user: str | None, shown: str, res) -> dict:
+    """command's and shell's result from the program's CommandResult (foreground or a finished job)."""
     out, err = _text(res.stdout), _text(res.stderr)
-    why = become_failure(ctx.become_user, res.rc, res.stderr)
+    why = become_failure(become_user, res.rc, res.stderr)
     if res.timed_out:
         msg = f"timed out: {shown}"
     elif why:

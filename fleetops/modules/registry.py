@@ -12,6 +12,7 @@ from fleetops.modules.fail import Fail
 from fleetops.modules.fetch import Fetch
 from fleetops.modules.file import File
 from fleetops.modules.group_by import GroupBy
+from fleetops.modules.async_status import AsyncStatus
 from fleetops.modules.include_vars import IncludeVars
 from fleetops.modules.lineinfile import LineInFile
 from fleetops.modules.meta import Meta
@@ -27,6 +28,6 @@ from fleetops.modules.template import Template
 from fleetops.modules.wait_for import WaitFor
 
 GENERIC: tuple[type[Module], ...] = (
-    Apt, Assert, Command, Copy, Cron, Debug, Fail, Fetch, File, GroupBy, IncludeVars, LineInFile, Meta,
+    Apt, Assert, AsyncStatus, Command, Copy, Cron, Debug, Fail, Fetch, File, GroupBy, IncludeVars, LineInFile, Meta,
     Package, Pause, Ping, Python, SetFact, Shell, Stat, SystemdUser, Template, WaitFor,
 )

@@ -22,6 +22,8 @@ PAYLOADS = {
     "package": "host.package",
     "cron": "host.cron",
     "systemd_user": "host.systemd_user",
+    "async_job": "host.async_job",
+    "async_status": "host.async_status",
     "sqlite_version": "sqlite.version",
     "salvage": "hermes.salvage",
     "hermes_audit": "hermes.audit",

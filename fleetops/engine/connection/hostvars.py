@@ -10,7 +10,7 @@ import os
 
 from fleetops.engine.connection import sshargs as _sshargs
 from fleetops.engine.connection import sshconfig as _sshconfig
-from fleetops.engine.connection.transport import ConnParams
+from fleetops.engine.connection.transport import CONNECTIONS, ConnParams, connection_name
 from fleetops.engine.templating import TemplateError
 from fleetops.engine.yamlsrc import yaml_kind
 from fleetops.errors import BadInput
@@ -18,11 +18,12 @@ from fleetops.errors import BadInput
 
 def connection_params(inventory, hostname: str, ssh_config_path: str | None = None,
                       render=None, extra_vars: dict | None = None,
-                      remote_user: str | None = None) -> ConnParams:
+                      remote_user: str | None = None, connection: str | None = None) -> ConnParams:
     """Resolve how to reach a host: -e > fleetops_* vars > ansible_* vars > ssh_config > defaults.
 
     As in Ansible, `-e ansible_host=...` (or port, user, key file) changes where fleetops
-    connects, and a play's or task's `remote_user` applies only where no user variable is set.
+    connects, and a play's or task's `remote_user` (`connection`) applies only where no user
+    (`ansible_connection`) variable is set.
     `render` templates a templated value (the caller passes its Jinja2 renderer over
     `template_vars`); without it a templated connection variable is BadInput.
     """
@@ -109,7 +110,13 @@ def connection_params(inventory, hostname: str, ssh_config_path: str | None = No
         _sshargs.apply(params, sources, keep)
     conn_var, conn_value = pick("ansible_connection")
     if conn_var:
-        params.connection = as_str(conn_var, conn_value)
+        found = connection_name(as_str(conn_var, conn_value))
+        if found is None:
+            raise bad(conn_var, f"names a connection fleetops does not have ({conn_value!r}; it has "
+                                f"{', '.join(CONNECTIONS)})")
+        params.connection = found
+    elif connection:
+        params.connection = connection
     bvar, bvalue = pick("fleetops_become", "ansible_become")
     if bvar:
         flag = _bool(bvalue)

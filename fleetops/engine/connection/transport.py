@@ -19,6 +19,21 @@ class CommandResult:
     stderr_dropped: int = 0
 
 
+# connection plugins fleetops has, by the names ansible-core gives them -> fleetops' transport
+CONNECTIONS = {"local": "local", "ssh": "ssh", "smart": "ssh", "paramiko": "ssh", "paramiko_ssh": "ssh"}
+
+
+def connection_name(value) -> str | None:
+    """`local`/`ssh` for a connection plugin name fleetops has (also `ansible.builtin.`); else None."""
+    if not isinstance(value, str):
+        return None
+    name = value.strip()
+    for prefix in ("ansible.builtin.", "ansible.legacy."):
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+    return CONNECTIONS.get(name)
+
+
 @dataclass
 class ConnParams:
     """Everything needed to reach one host, resolved from inventory vars and ~/.ssh/config."""

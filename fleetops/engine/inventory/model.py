@@ -221,9 +221,11 @@ class Inventory:
         return out
 
     def connection_params(self, hostname: str, ssh_config_path: str | None = None, render=None,
-                          extra_vars: dict | None = None, remote_user: str | None = None) -> ConnParams:
+                          extra_vars: dict | None = None, remote_user: str | None = None,
+                          connection: str | None = None) -> ConnParams:
         """How to reach a host: engine/connection/hostvars.py resolves it from its variables."""
-        return _hostvars.connection_params(self, hostname, ssh_config_path, render, extra_vars, remote_user)
+        return _hostvars.connection_params(self, hostname, ssh_config_path, render, extra_vars, remote_user,
+                                           connection)
 
 
 def short_name(hostname: str) -> str:

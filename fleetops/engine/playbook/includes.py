@@ -19,6 +19,22 @@ def static_name(value, what: str, where: str) -> str:
     return value.strip()
 
 
+def import_name(value, what: str, where: str, inh: Inherit) -> str:
+    """An import's file or role name; a template of play variables (and vars given to
+    import_playbook) is rendered now, as ansible-core does; a host variable cannot apply, since
+    an import is read before the run (it is an error in ansible-core too)."""
+    if not is_template(value):
+        return static_name(value, what, where)
+    from fleetops.engine.templating import Templar, TemplateError
+    try:
+        rendered = Templar().render(value, {**inh.load.play_vars, **inh.vars})
+    except TemplateError as exc:
+        raise BadInput(f"a templated {what} ({value!r}) can use play variables only: {exc.msg} (an import "
+                       "is read before the run; use include_tasks/include_role to choose per host)",
+                       where=where) from None
+    return static_name(rendered, what, where)
+
+
 def include_args(m: Mapping, key: str, free: str) -> Mapping:
     """An include's arguments: `include_tasks: f.yml` or a mapping, plus the task's `args:`."""
     value = m[key]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetops.engine.connection.transport import CONNECTIONS, connection_name
 from fleetops.engine.playbook.checks import close, want_bool, want_conditions, want_str, want_str_list, want_vars
 from fleetops.engine.yamlsrc import Mapping
 from fleetops.errors import BadInput
@@ -14,7 +15,7 @@ BUILTIN_PREFIXES = ("ansible.builtin.", "ansible.legacy.")
 PLAY_KEYS = ("name", "hosts", "vars", "vars_files", "serial", "max_fail_percentage",
              "any_errors_fatal", "gather_facts", "tasks", "handlers", "tags", "become",
              "become_user", "remote_user", "pre_tasks", "post_tasks", "roles", "strategy", "order",
-             "vars_prompt")
+             "vars_prompt", "connection")
 # play keywords that may be templates of play vars, vars_files and -e (rendered by validate)
 PLAY_BOOL_KEYS = ("any_errors_fatal", "gather_facts")
 STRATEGIES = ("linear", "free")
@@ -23,20 +24,23 @@ TASK_KEYS = ("name", "args", "when", "loop", "with_items", "loop_control", "regi
              "retries", "until", "delay", "failed_when", "changed_when", "ignore_errors",
              "notify", "tags", "run_once", "delegate_to", "check_mode", "vars", "become",
              "become_user", "block", "rescue", "always", "listen", "remote_user", "action", "local_action",
-             "delegate_facts")
+             "delegate_facts", "connection", "async", "poll")
+ASYNC_MODULES = ("command", "shell")    # a module whose host work is one command line
+DEFAULT_POLL = 15                       # ansible-core's DEFAULT_POLL_INTERVAL
 BLOCK_KEYS = ("name", "when", "tags", "vars", "become", "become_user", "check_mode",
-              "ignore_errors", "run_once", "delegate_to", "block", "rescue", "always", "remote_user")
+              "ignore_errors", "run_once", "delegate_to", "connection", "block", "rescue", "always", "remote_user")
 INCLUDE_KEYS = ("include_tasks", "import_tasks", "include_role", "import_role")
+DYNAMIC = ("include_tasks", "include_role")      # read when reached: may loop, may template the name
+LOOP_KEYS = ("loop", "with_items", "loop_control")
 INCLUDE_TASK_KEYS = BLOCK_KEYS[:-4] + ("remote_user", "args")
-ROLE_ENTRY_KEYS = ("role", "name", "when", "tags", "vars", "become", "become_user", "remote_user")
+ROLE_ENTRY_KEYS = ("role", "name", "when", "tags", "vars", "become", "become_user", "remote_user", "connection")
+
 ROLE_FROM_KEYS = ("tasks_from", "vars_from", "defaults_from", "handlers_from")
 LOOP_CONTROL_KEYS = ("loop_var", "label")
 NOT_SUPPORTED = {
     "import_playbook": "import_playbook is a playbook entry, not a task or play key",
     "include": "'include' was removed from Ansible (2.16): use include_tasks or import_tasks",
     "environment": "unknown key 'environment' (not supported: set variables in the command)",
-    "async": "async/poll are not supported: use a command's own timeout",
-    "poll": "async/poll are not supported: use a command's own timeout",
 }
 
 
@@ -66,6 +70,7 @@ class Inherit:
     run_once: bool = False
     delegate_to: str | None = None
     remote_user: str | None = None
+    connection: str | None = None        # the `connection` keyword: local or ssh
     base_dir: str = "."                  # where a relative include_tasks file is looked for first
     role: str | None = None
     role_path: str | None = None
@@ -93,6 +98,7 @@ class Load:
     handlers: list = field(default_factory=list)  # the roles' handlers, in load order
     handler_files: set = field(default_factory=set)
     exported: list = field(default_factory=list)  # (vars, defaults) of the play's static roles, in load order
+    play_vars: dict = field(default_factory=dict)  # what a templated import name may use
 
 
 def inherit_keywords(m: Mapping, inh: Inherit):
@@ -113,8 +119,21 @@ def inherit_keywords(m: Mapping, inh: Inherit):
         check_mode=flag("check_mode", inh.check_mode), ignore_errors=flag("ignore_errors", inh.ignore_errors),
         run_once=flag("run_once", inh.run_once),
         delegate_to=delegate.strip() if delegate is not None else inh.delegate_to,
-        remote_user=want_str(m, "remote_user", default=inh.remote_user))
+        remote_user=want_str(m, "remote_user", default=inh.remote_user),
+        connection=want_connection(m, default=inh.connection))
     return sub, {"when": own_when, "vars": own_vars}
+
+
+def want_connection(m: Mapping, default: str | None = None) -> str | None:
+    """The `connection` keyword: a plugin fleetops has, else one line naming the ones it has."""
+    if "connection" not in m:
+        return default
+    value = want_str(m, "connection")
+    found = connection_name(value)
+    if found is None:
+        raise BadInput(f"connection {value!r} is not supported: fleetops connects by "
+                       f"{', '.join(CONNECTIONS)}", where=m.value_where("connection"))
+    return found
 
 
 def include_kind(key) -> str | None:

@@ -48,10 +48,14 @@ class Task:
     is_handler: bool = False
     delegate_facts: bool = False                   # facts the task sets go to its delegate_to host
     remote_user: str | None = None                 # effective (play, blocks, own)
+    connection: str | None = None                  # effective `connection` keyword: local, ssh or None
     role: str | None = None                        # the role this task comes from
     role_path: str | None = None                   # its directory: templates/ and files/ resolve there first
     defaults: dict = field(default_factory=dict)   # role defaults: below every other variable
     include: str | None = None                     # include_tasks / import_tasks / *_role: a block of its file
+    async_val: Any = 0                             # `async:` seconds (int or template); 0: in the foreground
+    poll: Any = 15                                 # `poll:` seconds between status checks; 0: fire and forget
+    dynamic: Any = None                            # a looped or templated include_*: playbook/dynamic.py
     action: str | None = None                      # the module or include key as written (ansible.builtin.x)
     implicit: bool = False                         # added by fleetops (handler flushes), not in the playbook
     positions: dict = field(default_factory=dict, repr=False)   # key -> file:line:col
@@ -93,6 +97,7 @@ class Play:
     become: bool = False
     become_user: str | None = None
     remote_user: str | None = None
+    connection: str | None = None                   # the `connection` keyword (below ansible_connection)
     strategy: str = "linear"                        # free runs as linear (README)
     order: str = "inventory"
     vars_files_where: list = field(default_factory=list, repr=False)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from fleetops.engine.playbook.checks import (IDENT, is_template, kind, want_bool, want_conditions, want_str,
                                              want_str_list, want_vars)
 from fleetops.engine.playbook.keywords import (BUILTIN_PREFIXES, ORDERS, PLAY_BOOL_KEYS, PLAY_KEYS, STRATEGIES,
-                                               Inherit, Load, unknown_keys)
+                                               Inherit, Load, unknown_keys, want_connection)
 from fleetops.engine.playbook.model import Play, Playbook, Task, walk_tasks
 from fleetops.engine.playbook.roles import play_roles
 from fleetops.engine.playbook.tasks import build_task, task_list
@@ -160,16 +160,18 @@ def build_play(m, base_dir: str, modules: dict, index: int, path: str, roles_pat
         play.vars = _merged(play.vars, outer.vars)
     play.become_user = want_str(m, "become_user")
     play.remote_user = want_str(m, "remote_user")
+    play.connection = want_connection(m)
     for key, choices, default in (("strategy", STRATEGIES, "linear"), ("order", ORDERS, "inventory")):
         if is_template(m.get(key)):
             play.limit_templates[key] = (str(m[key]), m.value_where(key))
             setattr(play, key, default)
         else:
             setattr(play, key, _want_choice(m, key, choices, default))
-    ctx = Load(modules=modules, playbook_dir=base_dir, build_task=build_task, roles_path=tuple(roles_path))
+    ctx = Load(modules=modules, playbook_dir=base_dir, build_task=build_task, roles_path=tuple(roles_path),
+               play_vars=dict(play.vars))
     play.base_dir = base_dir
     inherited = Inherit(tags=list(play.tags), become=play.become, become_user=play.become_user,
-                        remote_user=play.remote_user, base_dir=base_dir, load=ctx)
+                        remote_user=play.remote_user, connection=play.connection, base_dir=base_dir, load=ctx)
     for_handlers = inherited
     if outer is not None and outer.when:     # an import's `when` guards the tasks, not the handlers
         inherited = inherited.sub(when=list(outer.when))

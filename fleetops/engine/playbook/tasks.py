@@ -7,12 +7,12 @@ import difflib
 from fleetops.engine.playbook.args import check_args, module_args, resolve_module
 from fleetops.engine.playbook.checks import (close, is_template, kind, want_bool, want_conditions,
                                              want_int_or_template, want_name, want_str, want_str_list)
-from fleetops.engine.playbook.includes import find_task_file, include_args, read_task_file, static_name
-from fleetops.engine.playbook.keywords import (BLOCK_KEYS, INCLUDE_TASK_KEYS, LOOP_CONTROL_KEYS, NOT_SUPPORTED,
+from fleetops.engine.playbook.dynamic import DynamicInclude, candidate_tasks, read_included
+from fleetops.engine.playbook.includes import import_name, include_args
+from fleetops.engine.playbook.keywords import (ASYNC_MODULES, BLOCK_KEYS, DEFAULT_POLL, DYNAMIC, LOOP_KEYS, INCLUDE_TASK_KEYS, LOOP_CONTROL_KEYS, NOT_SUPPORTED,
                                                ROLE_FROM_KEYS, TASK_KEYS, Inherit, include_kind,
                                                inherit_keywords, unknown_keys)
 from fleetops.engine.playbook.model import Task
-from fleetops.engine.playbook.roles import load_role
 from fleetops.engine.yamlsrc import Mapping
 from fleetops.errors import BadInput
 
@@ -109,12 +109,14 @@ def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
                        where=m.where)
     if is_block:
         allowed = INCLUDE_TASK_KEYS + (inc_key,) if inc_key else BLOCK_KEYS
+        if include_kind(inc_key) in DYNAMIC and not handler:
+            allowed += LOOP_KEYS + ("register",)
         what = f"an {include_kind(inc_key)}" if inc_key else "a block"
         for k in m:
             if k not in allowed:
-                if inc_key and k in ("loop", "with_items", "loop_control"):
-                    raise BadInput(f"a loop over {what} is not supported: fleetops reads included files "
-                                   "before the run (loop inside the included tasks instead)", where=m.key_where(k))
+                if inc_key and k in LOOP_KEYS:
+                    raise BadInput(f"a loop over {what} is not possible: an import is read once, before the "
+                                   f"run (use {what[3:].replace('import', 'include')} to loop)", where=m.key_where(k))
                 raise BadInput(f"'{k}' is not allowed on {what}", where=m.key_where(k))
         if handler and not inc_key:
             raise BadInput("a handler cannot be a block", where=m.key_where("block"))
@@ -123,15 +125,26 @@ def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
     sub, own = inherit_keywords(m, inh)
     task.own.update(own)
     (task.when, task.tags, task.vars, task.become, task.become_user, task.check_mode, task.ignore_errors,
-     task.run_once, task.delegate_to, task.remote_user) = (
+     task.run_once, task.delegate_to, task.remote_user, task.connection) = (
         sub.when, sub.tags, sub.vars, sub.become, sub.become_user, sub.check_mode, sub.ignore_errors,
-        sub.run_once, sub.delegate_to, sub.remote_user)
+        sub.run_once, sub.delegate_to, sub.remote_user, sub.connection)
     task.role, task.role_path, task.defaults = inh.role, inh.role_path, inh.defaults
 
     task.action = inc_key or (mods[0] if mods else None)
     if inc_key:
         task.include = include_kind(inc_key)
-        task.block = include_block(m, inc_key, sub, handler)
+        if task.include in DYNAMIC and not handler:
+            _loop(m, task)
+            task.register = want_name(m, "register")
+        dyn = include_block(m, inc_key, sub, handler, dynamic=True, outer=sub.sub(when=list(inh.when)))
+        if isinstance(dyn, DynamicInclude):
+            task.dynamic = dyn
+            task.block = None if dyn.templated else read_included(dyn.kind, dyn.name, dyn.froms, dyn.inherit,
+                                                                  handler, dyn.where, dyn.public)
+            if dyn.templated:
+                dyn.candidates = candidate_tasks(dyn)
+        else:
+            task.block = dyn
         return task
     if is_block:
         task.block = task_list(m, "block", modules, sub, handler)
@@ -145,6 +158,42 @@ def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
     task.module = resolve_module(key, modules)
     task.positions.setdefault(task.module, m.key_where(key))
     task.args = module_args(m, key, task.module, modules[task.module], m.key_where(key))
+    _loop(m, task)
+    _async(m, task)
+    task.register = want_name(m, "register")
+    task.delegate_facts = bool(want_bool(m, "delegate_facts", False))
+    if task.delegate_facts and task.delegate_to is None:
+        raise BadInput("delegate_facts needs a delegate_to", where=m.key_where("delegate_facts"))
+    task.until = want_conditions(m, "until")
+    task.retries = want_int_or_template(m, "retries")
+    if task.until is not None and task.retries is None:
+        task.retries = 3
+    task.delay = want_int_or_template(m, "delay", default=5)
+    task.failed_when = want_conditions(m, "failed_when")
+    task.changed_when = want_conditions(m, "changed_when")
+    task.notify = want_str_list(m, "notify")
+    task.listen = want_str_list(m, "listen")
+    if task.listen and not handler:
+        raise BadInput("'listen' is only for handlers", where=m.key_where("listen"))
+    if handler and not (task.name or task.listen):
+        raise BadInput("a handler needs a 'name' (or 'listen') to be notified by", where=m.where)
+    check_args(task, modules)
+    return task
+
+
+def _async(m: Mapping, task: Task) -> None:
+    """`async:` / `poll:`: on the modules whose host work is one command line (ASYNC_MODULES)."""
+    task.async_val = want_int_or_template(m, "async", default=0)
+    task.poll = want_int_or_template(m, "poll", default=DEFAULT_POLL)
+    if "poll" in m and "async" not in m:
+        raise BadInput("'poll' needs 'async' (the job's time limit in seconds)", where=m.key_where("poll"))
+    if task.async_val and task.module not in ASYNC_MODULES:
+        raise BadInput(f"async is supported on {' and '.join(ASYNC_MODULES)} only, not {task.module!r}: "
+                       "fleetops runs other modules' host work in several steps", where=m.key_where("async"))
+
+
+def _loop(m: Mapping, task: Task) -> None:
+    """`loop` / `with_items` and `loop_control` of a module task or a dynamic include."""
     if "loop" in m and "with_items" in m:
         raise BadInput("use either 'loop' or 'with_items', not both", where=m.key_where("with_items"))
     loop_key = "loop" if "loop" in m else ("with_items" if "with_items" in m else None)
@@ -167,29 +216,13 @@ def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
         unknown_keys(lc, LOOP_CONTROL_KEYS, "loop_control")
         task.loop_var = want_name(lc, "loop_var") or "item"
         task.loop_label = lc.get("label")
-    task.register = want_name(m, "register")
-    task.delegate_facts = bool(want_bool(m, "delegate_facts", False))
-    if task.delegate_facts and task.delegate_to is None:
-        raise BadInput("delegate_facts needs a delegate_to", where=m.key_where("delegate_facts"))
-    task.until = want_conditions(m, "until")
-    task.retries = want_int_or_template(m, "retries")
-    if task.until is not None and task.retries is None:
-        task.retries = 3
-    task.delay = want_int_or_template(m, "delay", default=5)
-    task.failed_when = want_conditions(m, "failed_when")
-    task.changed_when = want_conditions(m, "changed_when")
-    task.notify = want_str_list(m, "notify")
-    task.listen = want_str_list(m, "listen")
-    if task.listen and not handler:
-        raise BadInput("'listen' is only for handlers", where=m.key_where("listen"))
-    if handler and not (task.name or task.listen):
-        raise BadInput("a handler needs a 'name' (or 'listen') to be notified by", where=m.where)
-    check_args(task, modules)
-    return task
 
 
-def include_block(m: Mapping, key: str, inh: Inherit, handler: bool) -> list:
-    """The tasks an include_tasks / import_tasks / include_role / import_role stands for."""
+def include_block(m: Mapping, key: str, inh: Inherit, handler: bool, dynamic: bool = False,
+                  outer: Inherit | None = None):
+    """The tasks an include_tasks / import_tasks / include_role / import_role stands for; a
+    DynamicInclude for an include_* that loops (`dynamic`) or whose name is a template: read per
+    host when reached, its tasks inheriting `outer` (the include's keywords but its own `when`)."""
     what = include_kind(key)
     if what in ("include_tasks", "import_tasks"):
         args = include_args(m, key, "file")
@@ -198,20 +231,31 @@ def include_block(m: Mapping, key: str, inh: Inherit, handler: bool) -> list:
             if k not in allowed:
                 raise BadInput(f"unknown argument {k!r} for {what} (it takes: {', '.join(allowed[::2])})",
                                where=args.key_where(k))
-        name = static_name(args.get("file", args.get("_raw_params")), f"{what} file", args.where)
+        raw = args.get("file", args.get("_raw_params"))
+        dynamic = what in DYNAMIC and dynamic and not handler
+        name = raw.strip() if dynamic and is_template(raw) else import_name(raw, f"{what} file", args.where, inh)
+        base = outer if dynamic and outer is not None else inh
         if isinstance(args.get("apply"), Mapping):
             apply = args["apply"]
             unknown_keys(apply, BLOCK_KEYS[:-4], "apply")
-            inh, _ = inherit_keywords(apply, inh)
-        path = find_task_file(name, inh, args.where)
-        return read_task_file(path, inh, handler, args.where)
+            base, _ = inherit_keywords(apply, base)
+        if dynamic:
+            return DynamicInclude(what, name, {}, False, base, handler, args.where)
+        return read_included(what, name, {}, base, handler, args.where)
     args = include_args(m, key, "name")
     for k in args:
         if k not in ("name", "allow_duplicates", "public") + ROLE_FROM_KEYS:
             raise BadInput(f"unknown argument {k!r} for {what}", where=args.key_where(k))
-    name = static_name(args.get("name"), f"{what} name", args.where)
-    froms = {k: static_name(args[k], k, args.value_where(k)) for k in ROLE_FROM_KEYS if k in args}
+    raw_froms = {k: args[k] for k in ROLE_FROM_KEYS if k in args}
+    dynamic = what in DYNAMIC and dynamic and not handler
+    keep = is_template if dynamic else (lambda _v: False)
+    name = args["name"].strip() if keep(args.get("name")) else import_name(args.get("name"), f"{what} name",
+                                                                            args.where, inh)
+    froms = {k: v.strip() if keep(v) else import_name(v, k, args.value_where(k), inh) for k, v in raw_froms.items()}
     public = args.get("public")
     if public is not None and not isinstance(public, bool):
         raise BadInput(f"'public' must be true or false, not {kind(public)}", where=args.value_where("public"))
-    return load_role(name, inh, {}, args.where, froms, once=False, export=what == "import_role" or bool(public))
+    if dynamic:
+        return DynamicInclude(what, name, froms, bool(public), outer if outer is not None else inh, handler,
+                              args.where)
+    return read_included(what, name, froms, inh, handler, args.where, bool(public))

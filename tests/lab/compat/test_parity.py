@@ -9,21 +9,12 @@ with `-v` and one-line JSON results is read instead.
 """
 from __future__ import annotations
 
-import json
 import os
-import re
 import shutil
 
 import pytest
 
-from fleetops.engine.inventory import load_inventory
-from fleetops.engine.playbook import load_playbook
-from fleetops.engine.executor import RunOptions, run_playbook
-from fleetops.engine.connection.ssh import SSHTransport
-from fleetops.engine.validate import validate
-from fleetops.extensions import get_modules
-from tests.support import oracle
-from tests.support.playbook_run import Recorder
+from tests.support import lab_parity, oracle
 from tests.support.paths import DATA
 
 pytestmark = [pytest.mark.lab,
@@ -40,73 +31,12 @@ def _project(tmp_path) -> str:
     return str(d)
 
 
-def _outcome(r: dict) -> str:
-    if r.get("unreachable"):
-        return "unreachable"
-    if r.get("failed"):
-        return "failed"
-    if r.get("skipped"):
-        return "skipped"
-    return "changed" if r.get("changed") else "ok"
-
-
-_LINE = re.compile(r"^(ok|changed|skipping|fatal): \[([^\]]+)\](?:: FAILED!)?(?: => (\(item=.*?\) => )?(\{.*\}))?$")
-
-
 def _ansible(project: str, lab) -> dict:
-    """(task, host) -> [(outcome, debug msg)] from ansible-playbook -v's default output (one JSON
-    result per line); a loop's items are folded into one result, as fleetops reports a loop."""
-    ssh_args = (f"-o UserKnownHostsFile={lab.known_hosts_path} -o StrictHostKeyChecking=yes "
-                "-o ControlMaster=no -o ControlPath=none")
-    p = oracle.run("ansible-playbook", "-v", "-i", lab.inventory_path, os.path.join(project, "site.yml"), cwd=project,
-                   env={"ANSIBLE_CALLBACK_RESULT_FORMAT": "json", "ANSIBLE_CALLBACK_FORMAT_PRETTY": "False",
-                        "ANSIBLE_SSH_ARGS": ssh_args, "ANSIBLE_HOST_KEY_CHECKING": "True"})
-    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
-    out: dict = {}
-    items: dict = {}
-    task = None
-    for line in p.stdout.splitlines():
-        head = re.match(r"^(?:TASK|RUNNING HANDLER) \[(.*)\] \**$", line)
-        if head:
-            task = head.group(1)
-            continue
-        m = _LINE.match(line)
-        if not m or task is None:
-            continue
-        status, host, item, body = m.groups()
-        result = json.loads(body) if body else {}
-        outcome = {"ok": "ok", "changed": "changed", "skipping": "skipped", "fatal": "failed"}[status]
-        if item:
-            items.setdefault((task, host), []).append(outcome)
-            continue
-        if result.get("results") and (task, host) in items:
-            outcomes = items.pop((task, host))
-            outcome = ("failed" if "failed" in outcomes else "changed" if "changed" in outcomes
-                       else "skipped" if set(outcomes) == {"skipped"} else "ok")
-        msg = result.get("msg") if "msg" in result and set(result) <= {"msg", "changed", "_ansible_verbose_always",
-                                                                       "_ansible_no_log", "failed"} else None
-        out.setdefault((task, host), []).append((outcome, None if msg is None or outcome == "skipped" else str(msg)))
-    for key, outcomes in items.items():     # a loop whose summary line was not printed
-        outcome = "failed" if "failed" in outcomes else "changed" if "changed" in outcomes else "ok"
-        out.setdefault(key, []).append((outcome, None))
-    return out
+    return lab_parity.ansible_results(os.path.join(project, "site.yml"), lab.inventory_path, lab.known_hosts_path)
 
 
 def _fleetops(project: str, lab) -> dict:
-    inv = load_inventory(lab.inventory_path)
-    book = load_playbook(os.path.join(project, "site.yml"), get_modules())
-    validate(book, inv, {}, get_modules())
-    rec = Recorder()
-    run_playbook(book, inv, RunOptions(results_dir=os.path.join(project, "runs")), rec, "parity", get_modules(),
-                 transport_factory=SSHTransport)
-    out = {}
-    for host, _pi, _ti, name, module, res, *_ in rec.of("host_result"):
-        if module == "meta":
-            continue          # ansible-core prints no result line for a meta task
-        msg = res.get("msg") if module in ("debug", "fail") and not res.get("results") else None
-        msg = None if msg is None or _outcome(res) == "skipped" else str(msg)
-        out.setdefault((name, host), []).append((_outcome(res), msg))
-    return out
+    return lab_parity.fleetops_results(os.path.join(project, "site.yml"), lab.inventory_path)
 
 
 def test_same_results_as_ansible_core(lab_clean, tmp_path):

@@ -253,8 +253,13 @@ ERRORS = [
     ("- hosts: all\n  tasks:\n    - command: [ls]\n", "must be a mapping or a command string", "3:16"),
     ("- hosts: all\n  tasks:\n    - wait_for: port 22\n", "must be key=value", "3:17"),
     ("- hosts: all\n  tasks:\n    - include_tasks: x.yml\n", "task file not found: x.yml", "3:22"),
-    ("- hosts: all\n  tasks:\n    - include_tasks: '{{ os }}.yml'\n", "a templated include_tasks file", "3:22"),
-    ("- hosts: all\n  tasks:\n    - include_tasks: x.yml\n      loop: [1]\n", "a loop over an include_tasks", "4:7"),
+    ("- hosts: all\n  tasks:\n    - import_tasks: '{{ os }}.yml'\n", "a templated import_tasks file ('{{ os }}.yml') can use play variables only", "3:21"),
+    ("- hosts: all\n  tasks:\n    - copy: {src: a, dest: b}\n      async: 5\n", "async is supported on command and shell", "4:7"),
+    ("- hosts: all\n  tasks:\n    - command: 'true'\n      poll: 0\n", "'poll' needs 'async'", "4:7"),
+    ("- hosts: all\n  tasks:\n    - command: 'true'\n      async: soon\n", "'async' must be an integer", "4:14"),
+    ("- hosts: all\n  tasks:\n    - import_tasks: x.yml\n      loop: [1]\n", "a loop over an import_tasks", "4:7"),
+    ("- hosts: all\n  handlers:\n    - name: h\n      include_tasks: '{{ os }}.yml'\n",
+     "a templated include_tasks file", "4:22"),
     ("- hosts: all\n  tasks:\n    - include: x.yml\n", "'include' was removed", "3:7"),
     ("- hosts: all\n  tasks:\n    - apache2_module: {name: ssl}\n", "unknown module 'apache2_module'", "3:7"),
     ("- hosts: all\n  tasks:\n    - command: ls\n      remote_usr: x\n", "unknown key 'remote_usr' in task (did you mean: remote_user", "4:7"),
@@ -325,3 +330,12 @@ def test_set_fact_accepts_variable_names_only(tmp_path):
     assert "invalid variable name 'bad-name'" in msg and at == "3:25"
     msg, at = bad(tmp_path, "- hosts: all\n  tasks:\n    - set_fact: {cacheable: 'x'}\n")
     assert "must be bool" in msg and at == "3:29"
+
+
+def test_an_import_name_templated_from_play_vars_is_read_and_a_host_var_is_refused(tmp_path):
+    (tmp_path / "debian.yml").write_text("- name: from the file\n  debug: {msg: hi}\n")
+    book = load(tmp_path, "- hosts: all\n  vars: {family: debian}\n  tasks:\n"
+                          "    - import_tasks: '{{ family }}.yml'\n")
+    assert [t.name for t in book.plays[0].tasks[0].block] == ["from the file"]
+    msg, at = bad(tmp_path, "- hosts: all\n  tasks:\n    - import_tasks: '{{ ansible_os_family }}.yml'\n")
+    assert "can use play variables only" in msg and "ansible_os_family" in msg and at == "3:21"

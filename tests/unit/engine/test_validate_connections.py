@@ -81,3 +81,24 @@ def test_extra_vars_change_where_fleetops_connects(tmp_path):
     check_connections(inv, ["h1"], extra_vars=extra)
     p = inv.connection_params("h1", extra_vars=extra)
     assert (p.address, p.port, p.user, p.key_file) == ("192.0.2.9", 2222, "ops", str(key))
+
+
+def test_a_connection_plugin_fleetops_lacks_is_bad_input_at_its_line(tmp_path):
+    inv = tmp_path / "hosts.ini"
+    inv.write_text("[web]\nh1 ansible_connection=docker\nh2 ansible_connection=ansible.builtin.local\n")
+    loaded = load_inventory(str(inv))
+    with pytest.raises(BadInput) as err:
+        check_connections(loaded, ["h1"])
+    assert "'ansible_connection'" in err.value.msg and "docker" in err.value.msg
+    assert ":2:" in err.value.where
+    check_connections(loaded, ["h2"])
+    assert loaded.connection_params("h2").connection == "local"
+
+
+def test_the_connection_keyword_applies_where_no_variable_says(tmp_path):
+    inv = tmp_path / "hosts.ini"
+    inv.write_text("[web]\nh1\nh2 ansible_connection=ssh\n")
+    loaded = load_inventory(str(inv))
+    assert loaded.connection_params("h1", connection="local").connection == "local"
+    assert loaded.connection_params("h2", connection="local").connection == "ssh"
+    assert loaded.connection_params("h1").connection == "ssh"
