@@ -12,6 +12,7 @@ holding a small healthy state.db written by the real hermes-agent SessionDB; a s
 the first N hosts.
 
     python3 bench/scale.py [--sizes 100,300,1000] [--forks 50] [--repeats 1] [--keep-lab]
+                           [--what payload,audit] [--tools fleetops,ansible-core,pyinfra]
 """
 from __future__ import annotations
 
@@ -63,6 +64,8 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--keep-lab", action="store_true")
     ap.add_argument("--lab-dir", default="/var/tmp/fleetops-bench-scale-lab")
+    ap.add_argument("--what", default="payload,audit", help="which of payload,audit to run")
+    ap.add_argument("--tools", default="fleetops,ansible-core,pyinfra", help="which tools to run")
     opts = ap.parse_args()
     sizes = sorted(int(x) for x in opts.sizes.split(","))
 
@@ -98,8 +101,9 @@ def main() -> int:
                                              "-m", "script", "-a", f"{probe} executable=/usr/bin/python3",
                                              "-f", forks, "-o"], "ansible"),
             }
+            wanted = [k for k in cmds if k[0] in opts.what.split(",") and k[1] in opts.tools.split(",")]
             for rep in range(opts.repeats):
-                for key in rotated(list(cmds), rep):
+                for key in rotated(wanted, rep):
                     cmd, env = cmds[key]
                     if env == "ansible":
                         env = ansible_env(lab, work)          # pipelining on, strict host keys
