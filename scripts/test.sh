@@ -17,5 +17,6 @@ done
 cd "$ROOT"
 # The linters first (ruff, vulture, mypy on the engine, the file-size rule): a finding fails the run
 bash "$ROOT/scripts/lint.sh" "$VENV/bin/python"
-# -rs: every skip is listed with its reason; tests/support/skip_policy.py fails the run on one outside its allow-list
-exec "$VENV/bin/python" -m pytest -p no:cacheprovider -rs "$@"
+# -rs: every skip is listed with its reason; tests/support/skip_policy.py fails the run on one outside its allow-list.
+# --durations: the 25 slowest tests, so the suite's time (CI has 20 minutes for it) is watched where it goes
+exec "$VENV/bin/python" -m pytest -p no:cacheprovider -rs --durations=25 "$@"
