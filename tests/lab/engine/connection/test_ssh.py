@@ -33,8 +33,15 @@ def _readb(path):
 pytestmark = pytest.mark.lab
 
 
+def _host(lab, i):
+    """Lab host i; a lab too small for the test fails it with the remedy, not an IndexError."""
+    if i >= len(lab.hosts):
+        pytest.fail(f"this test uses lab host {i}: run with FLEETOPS_LAB_HOSTS >= {i + 1} (the lab has {len(lab.hosts)})")
+    return lab.hosts[i]
+
+
 def _params(lab, i=0, **kw):
-    return dataclasses.replace(lab.ssh_params(lab.hosts[i]), **kw)
+    return dataclasses.replace(lab.ssh_params(_host(lab, i)), **kw)
 
 
 def _host_pub(h):
@@ -310,7 +317,7 @@ def test_proxy_jump_one_hop(lab):
     t = SSHTransport(_params(lab, 5, proxy_jump=f"{jump['user']}@127.0.0.1:{jump['port']}"))
     t.connect()
     try:
-        assert t.run("whoami").stdout.decode().strip() == lab.hosts[5]["user"]
+        assert t.run("whoami").stdout.decode().strip() == _host(lab, 5)["user"]
     finally:
         t.close()
 
@@ -336,7 +343,7 @@ def test_capped_stream_keeps_head():
 
 def test_encrypted_key_through_ssh_agent(lab, tmp_path, monkeypatch):
     """An encrypted key file is usable when an agent holds it: the agent's matching key signs."""
-    h = lab.hosts[6]
+    h = _host(lab, 6)
     plain = _keygen(tmp_path / "plain")
     enc = tmp_path / "enc"
     shutil.copy(plain, enc)
