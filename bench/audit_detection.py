@@ -9,7 +9,7 @@ every SQLite meets the same flips) and audits the copy. Run it under each interp
 SQLite matters, e.g. the machine's and a Debian 13 root's:
 
     python3 bench/audit_detection.py --trials 30
-    chroot /var/tmp/trixie-root python3 /work/main/bench/audit_detection.py --trials 30
+    chroot ROOT python3 CHECKOUT/bench/audit_detection.py --trials 30   (the checkout bound inside ROOT)
 
 It prints, per trial, the table, the verdict and the first evidence, then "detected k of n".
 """

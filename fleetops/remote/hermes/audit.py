@@ -145,7 +145,7 @@ def run_checks(rec, conn, connect, token, db, header, mode, objs, fts, tooling, 
         for name, r in records.items():
             if r.get("walk_skipped"):
                 skipped.append({"check": "fts_walk:" + name, "reason": r["walk_skipped"]})
-            elif covered and not r["checked"] and r.get("reason"):
+            elif r.get("quick_check_stopped"):
                 skipped.append({"check": "fts:" + name, "reason": r["reason"]})
     rec["fts"] = records
     checks = rec["checks"]

@@ -223,7 +223,7 @@ def fts_finish(records, fts, units, integ):
         if rec.get("checked_by"):
             integ = integ or {}
             if integ.get("capped") or integ.get("aborted"):
-                rec.update(checked=False, checked_by=None,
+                rec.update(checked=False, checked_by=None, quick_check_stopped=True,
                            reason="quick_check stopped before FTS5's own check (%s): not checked"
                            % ("capped" if integ.get("capped") else integ["aborted"]))
                 continue
