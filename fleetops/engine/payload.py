@@ -47,39 +47,27 @@ R = os.dup(1)
 os.dup2(2, 1)
 sys.stdout = sys.stderr
 try:
-    from _json import encode_basestring_ascii as A
-except ImportError:
-    A = None
-def J(o):
-    # JSON text for the result (as json.dumps(o, default=repr) writes it) without importing
-    # json, whose regular expressions cost a light payload a third of its start-up; a payload
-    # that imported json itself gets its C encoder.
-    j = sys.modules.get("json")
-    if j is None and A is None:
-        import json as j
-    if j is not None:
-        return j.dumps(o, default=repr)
-    if isinstance(o, str):
-        return A(o)
-    if o is None or o is True or o is False:
-        return {None: "null", True: "true", False: "false"}[o]
-    if isinstance(o, int):
-        return int.__repr__(o)
-    if isinstance(o, float):
-        if o != o or o in (1e309, -1e309):
-            return {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}[repr(o)]
-        return float.__repr__(o)
+    # JSON text without importing json, whose regular expressions cost a light payload a third
+    # of its start-up: _json's own C encoder, as json.dumps(o, default=repr) uses it
+    from _json import encode_basestring_ascii, make_encoder
+    C = make_encoder({}, repr, encode_basestring_ascii, None, ":", ",", False, False, True)
+except Exception:
+    C = None
+def F(o):
+    # keys JSON cannot hold (a tuple, say) as their repr
     if isinstance(o, dict):
-        return "{" + ",".join(K(k) + ":" + J(v) for k, v in o.items()) + "}"
+        return dict((k if k is None or isinstance(k, (str, int, float)) else repr(k), F(v)) for k, v in o.items())
     if isinstance(o, (list, tuple)):
-        return "[" + ",".join(J(v) for v in o) + "]"
-    return J(repr(o))
-def K(k):
-    if isinstance(k, str):
-        return A(k)
-    if k is None or isinstance(k, (bool, int, float)):
-        return A(J(k))
-    return A(repr(k))
+        return [F(v) for v in o]
+    return o
+def J(o):
+    if C is None:
+        import json
+        return json.dumps(F(o), default=repr)
+    try:
+        return "".join(C(o, 0))
+    except TypeError:
+        return "".join(C(F(o), 0))
 def E(r):
     b = ("\n" + M + "\n" + J(r) + "\n").encode()
     while b:
@@ -89,9 +77,22 @@ if sys.version_info < (3, 8):
     sys.exit(0)
 # marshal in (the line is code we execute anyway, so it is no less trusted than JSON would
 # be); binascii, not base64 (which imports re)
-import marshal, zlib, binascii, importlib
-from importlib.machinery import ModuleSpec
+import marshal, zlib, binascii
+ModuleSpec = type(sys.__spec__)   # importlib.machinery's, without importing importlib
 D = marshal.loads(zlib.decompress(binascii.a2b_base64(sys.stdin.buffer.readline())))
+def Z():
+    # libc's syscall(2) from _ctypes itself: the ctypes package costs a light payload a sixth of
+    # its start-up (its classes and struct), for one call; ctypes where _ctypes is not there.
+    try:
+        import _ctypes
+        class F(_ctypes.CFuncPtr):
+            _flags_ = _ctypes.FUNCFLAG_CDECL
+        class H(object):
+            _handle = _ctypes.dlopen(None, 0)
+        return F(("syscall", H()))
+    except (ImportError, AttributeError, TypeError):
+        import ctypes
+        return ctypes.CDLL(None).syscall
 def Y(q):
     # Lower this process's CPU and I/O priority as asked (before any thread or child exists:
     # both inherit it), then read back the priority it really runs at.
@@ -107,11 +108,10 @@ def Y(q):
     if n is None:
         return o
     try:
-        import ctypes
-        c = ctypes.CDLL(None, use_errno=True)
+        c = Z()
         if q:
-            c.syscall(n, 1, 0, (q["io_class"] << 13) | q["io_level"])
-        v = c.syscall(n + 1, 1, 0)
+            c(n, 1, 0, (q["io_class"] << 13) | q["io_level"])
+        v = c(n + 1, 1, 0)
         if v >= 0:
             o["io_class"] = ("none", "realtime", "best-effort", "idle")[(v >> 13) & 3]
             o["io_level"] = v & 0x1fff
@@ -139,7 +139,8 @@ class L(object):
         exec(compile(src, fn, "exec"), mod.__dict__)
 sys.meta_path.insert(0, L())
 try:
-    r = importlib.import_module(D["entry"]).main(D["args"])
+    __import__(D["entry"])
+    r = sys.modules[D["entry"]].main(D["args"])
 except Exception:
     import linecache, traceback
     for n in S:   # the sources, for the traceback's lines (only now: linecache costs start-up)
@@ -268,7 +269,9 @@ def _stamp(path: str):
 
 def build_command(marker: str, python: str | None = None) -> tuple[str, list[str]]:
     """(POSIX sh command line, interpreters tried): find python, exec it with the bootstrap."""
-    boot = BOOTSTRAP.replace("@MARKER@", repr(marker))
+    # its comments stay here: the host would tokenize them on every call
+    boot = "\n".join(line for line in BOOTSTRAP.replace("@MARKER@", repr(marker)).splitlines()
+                     if not line.lstrip().startswith("#"))
     # base64 keeps the -c argument one line of plain characters for any login shell
     code = "import binascii;exec(binascii.a2b_base64('%s'))" % base64.b64encode(boot.encode()).decode()
     qcode = shlex.quote(code)
