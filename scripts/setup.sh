@@ -23,6 +23,7 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)   #
 { command -v pgrep && command -v ps; } >/dev/null || missing+=(procps)   # the tests find processes with them
 { command -v flock && command -v unshare; } >/dev/null || missing+=(util-linux)   # run lock tests
 command -v chromium >/dev/null || missing+=(chromium)          # the report site, opened in a real headless browser
+command -v systemd-nspawn >/dev/null || missing+=(systemd-container)   # a host whose PID 1 is systemd (service/systemd tests)
 # the mixed lab hosts (tests/mixed): arm64 root under qemu user-mode, roots built by debootstrap
 if [ "${FLEETOPS_LAB_SKIP_MIXED:-0}" = 0 ]; then
   [ -x /usr/sbin/debootstrap ] || missing+=(debootstrap)

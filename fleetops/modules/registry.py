@@ -20,14 +20,17 @@ from fleetops.modules.package import Package
 from fleetops.modules.pause import Pause
 from fleetops.modules.ping import Ping
 from fleetops.modules.python import Python
+from fleetops.modules.service import Service
 from fleetops.modules.set_fact import SetFact
 from fleetops.modules.shell import Shell
 from fleetops.modules.stat import Stat
+from fleetops.modules.systemd import Systemd, SystemdService
 from fleetops.modules.systemd_user import SystemdUser
 from fleetops.modules.template import Template
 from fleetops.modules.wait_for import WaitFor
 
 GENERIC: tuple[type[Module], ...] = (
     Apt, Assert, AsyncStatus, Command, Copy, Cron, Debug, Fail, Fetch, File, GroupBy, IncludeVars, LineInFile, Meta,
-    Package, Pause, Ping, Python, SetFact, Shell, Stat, SystemdUser, Template, WaitFor,
+    Package, Pause, Ping, Python, Service, SetFact, Shell, Stat, Systemd, SystemdService, SystemdUser, Template,
+    WaitFor,
 )

@@ -21,6 +21,7 @@ PAYLOADS = {
     "lineinfile": "host.lineinfile",
     "package": "host.package",
     "cron": "host.cron",
+    "systemd": "host.systemd",
     "systemd_user": "host.systemd_user",
     "async_job": "host.async_job",
     "async_status": "host.async_status",

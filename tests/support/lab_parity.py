@@ -15,6 +15,7 @@ import re
 from fleetops.engine.connection.ssh import SSHTransport
 from fleetops.engine.executor import RunOptions, run_playbook
 from fleetops.engine.inventory import load_inventory
+from fleetops.engine.lint import check_playbook
 from fleetops.engine.playbook import load_playbook
 from fleetops.engine.recap import result_status
 from fleetops.engine.validate import validate
@@ -32,6 +33,7 @@ def outcome(r: dict) -> str:
 _LINE = re.compile(r"^(ok|changed|skipping|fatal): \[([^\]]+)\](?:: FAILED!)?(?: => (\(item=.*?\) => )?(\{.*\}))?$")
 _INCLUDED = re.compile(r"^included: .+? for ((?:[^ ,=]+)(?:, [^ ,=]+)*)(?: => \(item=.*\))?$")
 _MSG_ONLY = {"msg", "changed", "_ansible_verbose_always", "_ansible_no_log", "failed"}
+_FLEETOPS_ALWAYS = {"skipped", "host_priority", "duration", "payload_seconds", "ignored", "rescued", "unreachable"}
 
 
 def ansible_results(playbook: str, inventory: str, known_hosts: str, ok_rc=(0,), extra=()) -> dict:
@@ -82,6 +84,7 @@ def fleetops_results(playbook: str, inventory: str, extra_vars: dict | None = No
     inv = load_inventory(inventory)
     book = load_playbook(playbook, get_modules())
     validate(book, inv, extra_vars or {}, get_modules())
+    check_playbook(book, get_modules())
     rec = Recorder()
     run_playbook(book, inv, RunOptions(results_dir=os.path.join(os.path.dirname(playbook), "runs"),
                                        extra_vars=extra_vars or {}),
@@ -91,6 +94,8 @@ def fleetops_results(playbook: str, inventory: str, extra_vars: dict | None = No
         if module == "meta":
             continue          # ansible-core prints no result line for a meta task
         msg = res.get("msg") if module in ("debug", "fail") and not res.get("results") else None
+        if msg is None and outcome(res) == "failed" and set(res) <= _MSG_ONLY | _FLEETOPS_ALWAYS:
+            msg = res.get("msg")    # a failure that says only why, as ansible-playbook prints it
         msg = None if msg is None or outcome(res) == "skipped" else str(msg)
         out.setdefault((name, host), []).append((outcome(res), msg))
     return out
