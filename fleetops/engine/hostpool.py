@@ -5,6 +5,7 @@ from its first task to the end of the run and no other fleetops run interleaves 
 """
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -99,17 +100,35 @@ class HostPool:
                 raise
             except Exception as e:  # noqa: BLE001 - any connect failure means unreachable
                 raise Unreachable(f"{host}: {type(e).__name__}: {e}") from None
-            try:
-                st.run_lock = _runlock.acquire(st.transport, self.run_id)
-            except HostBusy as e:
-                st.busy = str(e)          # refused for the whole run: never half of one
-                try:
-                    st.transport.close()
-                except Exception:  # noqa: BLE001
-                    pass
-                raise
+            if hasattr(st.transport, "first_command_hook"):
+                # taken with the first command, on its channel when that is a payload
+                st.transport.first_command_hook = functools.partial(self._take_lock, st)
+            else:
+                self._take_lock(st)
             st.connected = True
         return st.transport
+
+    def _take_lock(self, st: HostState, command: str | None = None, line: bytes | None = None,
+                   timeout: float | None = None, max_output: int | None = None):
+        """Take the host's run lock before its first command; given that command (a payload's),
+        on its channel, returning its result (None: the caller runs it). A busy host is refused
+        for the whole run, never half of one."""
+        try:
+            if command is None:
+                st.run_lock = _runlock.acquire(st.transport, self.run_id)
+                return None
+            st.run_lock, res = _runlock.acquire_running(st.transport, self.run_id, command, line or b"",
+                                                        timeout, max_output)
+        except HostBusy as e:
+            st.busy = str(e)
+            try:
+                st.transport.close()
+            except Exception:  # noqa: BLE001
+                pass
+            raise
+        if res is not None and st.run_lock is None and hasattr(st.transport, "first_command_hook"):
+            st.transport.first_command_hook = functools.partial(self._take_lock, st)   # lost with a timed-out payload
+        return res
 
     @staticmethod
     def close_host(st: HostState) -> None:

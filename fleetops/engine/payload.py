@@ -80,6 +80,10 @@ if sys.version_info < (3, 8):
 import marshal, zlib, binascii
 ModuleSpec = type(sys.__spec__)   # importlib.machinery's, without importing importlib
 D = marshal.loads(zlib.decompress(binascii.a2b_base64(sys.stdin.buffer.readline())))
+# stdin is read: what the payload starts reads /dev/null, even where the channel's stdin stays open
+N = os.open(os.devnull, os.O_RDONLY)
+os.dup2(N, 0)
+os.close(N)
 def Z():
     # libc's syscall(2) from _ctypes itself: the ctypes package costs a light payload a sixth of
     # its start-up (its classes and struct), for one call; ctypes where _ctypes is not there.
@@ -346,7 +350,7 @@ def run_modules(transport: Transport, modules: dict, entry: str, args: dict, pyt
     command, tried = build_command(marker, python)
     command = become_wrap(command, become_user)
     started = time.monotonic()
-    res = transport.run(command, stdin=stdin, timeout=timeout)
+    res = transport.run_payload(command, stdin, timeout=timeout)
     seconds = round(time.monotonic() - started, 4)
     why = become_failure(become_user, res.rc, res.stderr)
     if why and f"\n{marker}\n".encode() not in res.stdout:

@@ -410,6 +410,8 @@ class TaskRunner:
             return e.result
         except Unreachable as e:
             return unreachable_result(str(e))
+        except HostBusy as e:             # the run lock, taken with the host's first command
+            return failed_result(str(e), host_busy=True)
         except TemplateError as e:
             return failed_result(str(e))
         except Exception as e:  # noqa: BLE001 - a module bug fails this host, not the run

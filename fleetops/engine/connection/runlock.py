@@ -14,8 +14,12 @@ pid, since), which a refused run reads with ps(1).
 A second run finds the lock busy and refuses that host ("host busy", a failed
 host, nothing run there) naming the holder: run id, controller, pid, since when.
 Two inventory names for the same account in one run share the lock (same run id).
-Cost: one extra command round trip per host per run, with only sh, flock(1) and
-cat on the host (no python start-up). On a host
+Cost: nothing more than the run's first payload. That payload rides on the lock's own
+channel: once the lock is held, the shell runs it in a subshell (without the lock's descriptor,
+so nothing it leaves behind keeps the lock), prints its exit status and becomes `cat`, and the
+payload's output is read up to the status line. A run whose first command is not a payload
+takes the lock on a channel of its own first, one extra round trip with only sh, flock(1) and
+cat on the host. On a host
 without flock(1) the host's python3 takes the same flock(2) lock and holds it the same way
 (the two interlock). A host where neither can lock the home directory (no flock(1) and no
 python3, or a home that cannot be flock'ed, as on some NFS mounts) is refused with that reason:
@@ -33,13 +37,16 @@ import shlex
 import socket
 import time
 
+from fleetops.engine.connection.transport import CommandResult
 from fleetops.engine.payload import DEFAULT_PYTHONS
-from fleetops.errors import EXIT_HOST_FAILED, FleetopsError
+from fleetops.errors import EXIT_HOST_FAILED, FleetopsError, Unreachable
 
 TAG = "fleetops-run-lock"
 HELD = "FLEETOPS_RUN_LOCK_HELD"
 BUSY = "FLEETOPS_RUN_LOCK_BUSY"
 UNAVAILABLE = "FLEETOPS_RUN_LOCK_UNAVAILABLE"
+NO_FLOCK = "FLEETOPS_RUN_LOCK_NO_FLOCK"
+FIRST_EXIT = "FLEETOPS_FIRST_EXIT"
 
 
 class HostBusy(FleetopsError):
@@ -104,6 +111,25 @@ def lock_command(record: dict) -> str:
             'exit "$rc"')
 
 
+def lock_and_run_command(record: dict, first: str) -> str:
+    """POSIX sh line: lock_command's lock, then `first` (a payload's command line; its stdin is
+    the channel's, of which it reads one line) in a subshell, its exit status on a line of its
+    own, then hold the lock until stdin closes. Without flock(1) it only says so: the caller then
+    takes the lock through lock_command's python path and runs `first` on its own."""
+    rec = shlex.quote(json.dumps(record, separators=(",", ":")))
+    find_holder = (f"ps -u \"$(id -u)\" -o args= 2>/dev/null | grep -F '{TAG} {{' | grep -v grep "
+                   f"| head -n 1 | sed 's/.*{TAG} //'")
+    return ('PATH="$PATH:/usr/bin:/bin"; '
+            'if command -v flock >/dev/null 2>&1; then '
+            'exec 9<"$HOME" || { echo "' + UNAVAILABLE + ' cannot open the home directory"; exit 0; }; '
+            'flock -n 9; rc=$?; '
+            f'if [ "$rc" = 0 ]; then echo {HELD}; ( exec 9<&-; {first} ); printf "\\n%s %s\\n" {FIRST_EXIT} "$?"; '
+            f'exec cat - {TAG} {rec} >/dev/null 2>&1; fi; '
+            f'if [ "$rc" != 1 ]; then echo "{UNAVAILABLE} flock(1) cannot lock the home directory (rc $rc)"; exit 0; fi; '
+            f'printf "%s " {BUSY}; {find_holder}; echo; exit 1; '
+            f'else echo {NO_FLOCK}; exit 0; fi')
+
+
 def _read_marker(chan, timeout: float) -> tuple[str | None, str]:
     """(marker, rest of its line) from the first line that starts with one of ours; login-shell
     chatter before it is skipped. (None, why) on EOF or timeout."""
@@ -154,6 +180,14 @@ class RunLock:
             pass
 
 
+def _record(text: str) -> dict:
+    try:
+        record = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
 def describe(record: dict) -> str:
     parts = [f"run {record.get('run_id', '?')}"]
     if record.get("controller"):
@@ -182,15 +216,69 @@ def acquire(transport, run_id: str, timeout: float | None = None) -> RunLock | N
         pass
     name = params.name or "host"
     if marker == BUSY:
-        try:
-            record = json.loads(rest) if rest else {}
-        except ValueError:
-            record = {}
-        if not isinstance(record, dict):
-            record = {}
+        record = _record(rest)
         if record.get("run_id") == run_id:
             return None                   # another inventory name for the same account, this run
         who = f" ({describe(record)})" if record else ""
         raise HostBusy(f"host busy: another fleetops run holds its run lock{who}; nothing was run on {name}")
     raise HostBusy(f"cannot take the run lock on {name}: {rest or 'no answer from the lock command'}; "
+                   "nothing was run there (a second run could interleave with this one)")
+
+
+def _marker_line(stdout: bytes) -> tuple[str | None, str, int]:
+    """(marker, rest of its line, offset just past the line) of the first line that starts with
+    one of ours; login-shell chatter before it is skipped."""
+    at = 0
+    while at < len(stdout):
+        end = stdout.find(b"\n", at)
+        end = len(stdout) if end < 0 else end
+        text = stdout[at:end].decode("utf-8", "replace").strip()
+        for marker in (HELD, BUSY, UNAVAILABLE, NO_FLOCK):
+            if text.startswith(marker):
+                return marker, text[len(marker):].strip(), end + 1
+        at = end + 1
+    return None, "", len(stdout)
+
+
+def acquire_running(transport, run_id: str, command: str, line: bytes, timeout: float | None,
+                    max_output: int | None = None) -> tuple[RunLock | None, CommandResult | None]:
+    """Take the host's run lock and run the payload `command` (stdin: `line`) on the lock's
+    channel: (the held lock, the payload's result). (None, None): no lock to hold here (another
+    inventory name of this run holds it, or the host has no flock(1): then it was taken as
+    acquire() takes it), the caller runs the payload. (None, result): the payload timed out or
+    its channel dropped, so the lock went with it; the caller takes it again before the next
+    command. Raises HostBusy as acquire() does."""
+    chan = transport.start(lock_and_run_command(holder_record(run_id), command))
+    res = transport.collect_held(chan, line, timeout, max_output)
+    marker, rest, after = _marker_line(res.stdout)
+    name = transport.params.name or "host"
+    if marker == HELD:
+        body = res.stdout[after:]
+        cut = body.rfind(("\n" + FIRST_EXIT + " ").encode())     # the shell put a newline before it
+        if cut >= 0 and not res.timed_out:
+            word = body[cut + len(FIRST_EXIT) + 2:].split(b"\n", 1)[0].strip()
+            rc = int(word) if word.isdigit() else -1
+            return RunLock(chan), CommandResult(rc=rc, stdout=body[:cut], stderr=res.stderr,
+                                                stdout_dropped=res.stdout_dropped, stderr_dropped=res.stderr_dropped)
+        try:
+            chan.close()
+        except Exception:  # noqa: BLE001
+            pass
+        if res.timed_out:
+            return None, CommandResult(rc=-1, stdout=body, stderr=res.stderr, timed_out=True)
+        raise Unreachable(f"{name}: connection lost: the run lock's channel ended while its first payload ran")
+    try:
+        chan.close()
+    except Exception:  # noqa: BLE001
+        pass
+    if marker == NO_FLOCK:
+        return acquire(transport, run_id), None
+    if marker == BUSY:
+        record = _record(rest)
+        if record.get("run_id") == run_id:
+            return None, None             # another inventory name for the same account, this run
+        who = f" ({describe(record)})" if record else ""
+        raise HostBusy(f"host busy: another fleetops run holds its run lock{who}; nothing was run on {name}")
+    why = rest or (f"no answer within {timeout or 0:g}s" if res.timed_out else "the lock command ended without an answer")
+    raise HostBusy(f"cannot take the run lock on {name}: {why}; "
                    "nothing was run there (a second run could interleave with this one)")

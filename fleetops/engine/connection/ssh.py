@@ -16,7 +16,7 @@ import select
 import socket
 import threading
 import time
-from typing import cast
+from typing import Callable, cast
 
 import paramiko
 from paramiko.common import cMSG_CHANNEL_REQUEST
@@ -88,6 +88,9 @@ class SSHTransport(Transport):
         self._jump: SSHTransport | None = None
         self._agent = None       # kept open while the connection may need agent signatures
         self._lock = threading.RLock()
+        # set by the run (engine/hostpool.py): called once, before the first command, to take the
+        # host's run lock; given a payload's command and stdin line it may run it on the lock's channel
+        self.first_command_hook: Callable | None = None
         self.host_key_name = known_hosts_name(params.address, params.port)
 
     # ---- connection ------------------------------------------------------
@@ -280,8 +283,21 @@ class SSHTransport(Transport):
             raise self._lost("not connected")
         return self._t
 
+    def _before_first(self, command: str | None = None, line: bytes | None = None, timeout: float | None = None,
+                      max_output: int | None = None) -> CommandResult | None:
+        hook, self.first_command_hook = self.first_command_hook, None
+        return hook(command, line, timeout, max_output) if hook is not None else None
+
+    def run_payload(self, command: str, line: bytes, timeout: float | None = None,
+                    max_output: int | None = None) -> CommandResult:
+        if timeout is None:
+            timeout = self.params.command_timeout
+        res = self._before_first(command, line, timeout, max_output)
+        return res if res is not None else self.run(command, stdin=line, timeout=timeout, max_output=max_output)
+
     def run(self, command: str, stdin: bytes | None = None, timeout: float | None = None,
             max_output: int | None = None) -> CommandResult:
+        self._before_first()
         with self._lock:
             t = self._active()
             if timeout is None:
@@ -311,7 +327,15 @@ class SSHTransport(Transport):
                 raise self._lost(e) from e
             return chan
 
-    def _collect(self, t, chan, stdin, timeout, limit: int = MAX_STREAM) -> CommandResult:
+    def collect_held(self, chan, line: bytes, timeout: float | None, max_output: int | None = None) -> CommandResult:
+        """Feed `line` to a channel from start() without closing its stdin, and collect its output
+        until the command closes its stdout and stderr (it may live on, holding stdin); rc is -1,
+        the caller reads the status from the output. A timeout signals and closes the channel."""
+        with self._lock:
+            t = self._active()
+            return self._collect(t, chan, line, timeout, max_output or MAX_STREAM, hold=True)
+
+    def _collect(self, t, chan, stdin, timeout, limit: int = MAX_STREAM, hold: bool = False) -> CommandResult:
         deadline = time.monotonic() + timeout if timeout else None
         out, err = Capped(limit), Capped(limit)
         feeder = None
@@ -320,7 +344,7 @@ class SSHTransport(Transport):
             feeder = threading.Thread(target=self._feed, args=(chan, stdin), daemon=True)
             feeder.start()
         else:
-            self._feed(chan, stdin)
+            self._feed(chan, stdin, close=not hold)
         # poll, not select: with a connection per host, descriptors pass FD_SETSIZE (1024) at scale
         ready = select.poll()
         ready.register(chan, select.POLLIN)
@@ -339,6 +363,9 @@ class SSHTransport(Transport):
             if wait <= 0:
                 return self._timed_out(chan, out, err, timeout)
             ready.poll(wait * 1000)
+        if hold:
+            return CommandResult(rc=-1, stdout=out.value(), stderr=err.value() + truncation_note("stdout", out)
+                                 + truncation_note("stderr", err), stdout_dropped=out.dropped, stderr_dropped=err.dropped)
         while not chan.status_event.is_set():
             wait = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
             if wait <= 0:
@@ -351,11 +378,12 @@ class SSHTransport(Transport):
                              stdout_dropped=out.dropped, stderr_dropped=err.dropped)
 
     @staticmethod
-    def _feed(chan, data: bytes | None) -> None:
+    def _feed(chan, data: bytes | None, close: bool = True) -> None:
         try:
             if data:
                 chan.sendall(data)
-            chan.shutdown_write()
+            if close:
+                chan.shutdown_write()
         except (paramiko.SSHException, EOFError, OSError):
             pass      # the command closed its stdin or the channel died; the reader reports it
 
@@ -381,6 +409,7 @@ class SSHTransport(Transport):
             pass
 
     def get_file(self, remote_path: str, local_path: str) -> None:
+        self._before_first()
         with self._lock:
             t = self._active()
             tmp = f"{local_path}.part"

@@ -79,6 +79,12 @@ class Transport(abc.ABC):
         payload results); the rest is read and counted in std*_dropped, never held.
         """
 
+    def run_payload(self, command: str, line: bytes, timeout: float | None = None,
+                    max_output: int | None = None) -> CommandResult:
+        """Run a payload's command line whose whole stdin is `line`, one line it reads first. A
+        transport may carry it on a channel it opens anyway (SSH: the run lock's)."""
+        return self.run(command, stdin=line, timeout=timeout, max_output=max_output)
+
     @abc.abstractmethod
     def get_file(self, remote_path: str, local_path: str) -> None:
         """Copy a host file to the controller (used by the `fetch` module)."""
