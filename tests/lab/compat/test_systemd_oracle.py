@@ -185,3 +185,51 @@ def test_systemd_where_pid_1_is_not_systemd(lab_clean, tmp_path):
     (outcome, msg), = got[("said", lab_clean.hosts[0]["name"])]
     assert msg.startswith("True "), msg
     assert "systemd" in msg or "systemctl" in msg, msg
+
+
+def test_systemd_user_module_on_a_real_user_manager(sysd, tmp_path):
+    """fleetops' own `systemd_user` (no ansible-core twin) against the login user's real manager:
+    the probe answers, enable and start change, a second run does not."""
+    _reset(sysd)
+    d = lab_parity.write_project(tmp_path, {"site.yml": """
+        - hosts: sysd
+          gather_facts: false
+          tasks:
+            - name: probe
+              systemd_user: {}
+              register: p
+            - name: probe said
+              debug:
+                msg: "{{ p.manager }} {{ p.skipped | default(false) }}"
+            - name: enable and start
+              systemd_user:
+                name: fotest-mine.service
+                enabled: true
+                state: started
+                daemon_reload: true
+              register: r
+            - name: first said
+              debug:
+                msg: "{{ r.changed }} {{ r.actions | join(',') }}"
+            - name: again
+              systemd_user:
+                name: fotest-mine.service
+                enabled: true
+                state: started
+              register: r
+            - name: again said
+              debug:
+                msg: "{{ r.changed }} {{ r.actions | join(',') }}"
+            - name: what the manager says
+              command: systemctl --user is-active fotest-mine.service
+              register: a
+            - name: manager said
+              debug:
+                msg: "{{ a.stdout }}"
+        """})
+    got = lab_parity.fleetops_results(os.path.join(d, "site.yml"), sysd.inventory(os.path.join(d, "inv.yml")))
+    said = {task: outcomes[0][1] for (task, _h), outcomes in got.items() if task.endswith(" said")}
+    assert said == {"probe said": "True False",
+                    "first said": "True daemon-reload,enable fotest-mine.service,start fotest-mine.service",
+                    "again said": "False ", "manager said": "active"}
+    assert _truth(sysd)["user"] is True
