@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -124,6 +125,7 @@ class SystemdHost:
         for d in ("bin", "lib", "lib64", "sbin"):
             if os.path.islink("/" + d) and not os.path.lexists(os.path.join(root, d)):
                 os.symlink(os.readlink("/" + d), os.path.join(root, d))
+        self._var_skeleton()
         etc = os.path.join(root, "etc")
         subprocess.run(["cp", "-a", "/etc", etc], check=True)
         for sub in os.listdir(os.path.join(etc, "systemd", "system")):
@@ -165,6 +167,27 @@ class SystemdHost:
         for name, text in units.items():
             with open(os.path.join(vendor, name), "w") as fh:
                 fh.write(text)
+
+    def _var_skeleton(self) -> None:
+        """/var as this machine's packages laid it out (cron's spool, dpkg's and apt's directories,
+        /var/run's link), its directories and links only: nothing any other user left in them."""
+        for dirpath, dirs, files in os.walk("/var"):
+            rel = os.path.relpath(dirpath, "/")
+            if rel in ("var/tmp", "var/cache/fleetops-lab") or rel.startswith("var/tmp/"):
+                dirs[:] = []
+                continue
+            for name in dirs + files:
+                src = os.path.join(dirpath, name)
+                dst = os.path.join(self.root, rel, name)
+                if os.path.islink(src):
+                    if not os.path.lexists(dst):
+                        os.symlink(os.readlink(src), dst)
+                    dirs[:] = [d for d in dirs if d != name]
+                elif os.path.isdir(src):
+                    st = os.stat(src)
+                    os.makedirs(dst, exist_ok=True)
+                    os.chown(dst, st.st_uid, st.st_gid)
+                    os.chmod(dst, stat.S_IMODE(st.st_mode))
 
     def _sshd(self, etc: str) -> None:
         conf = os.path.join(etc, "fo-sshd")
