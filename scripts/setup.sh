@@ -24,6 +24,8 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)   #
 { command -v flock && command -v unshare; } >/dev/null || missing+=(util-linux)   # run lock tests
 command -v chromium >/dev/null || missing+=(chromium)          # the report site, opened in a real headless browser
 command -v systemd-nspawn >/dev/null || missing+=(systemd-container)   # a host whose PID 1 is systemd (service/systemd tests)
+{ command -v dnf && command -v rpmbuild && command -v createrepo_c; } >/dev/null || missing+=(dnf rpm createrepo-c)   # the dnf tests: an RPM repository and its client
+/usr/bin/python3 -c "import dnf" 2>/dev/null || missing+=(python3-dnf)   # ansible-core's dnf module, the oracle
 # the mixed lab hosts (tests/mixed): arm64 root under qemu user-mode, roots built by debootstrap
 if [ "${FLEETOPS_LAB_SKIP_MIXED:-0}" = 0 ]; then
   [ -x /usr/sbin/debootstrap ] || missing+=(debootstrap)

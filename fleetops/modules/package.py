@@ -1,6 +1,6 @@
 """`package`: packages present, absent or latest through the host's package manager, as
-ansible.builtin.package hands the task to the host's own package module (apt; a host without
-apt-get fails the task with that reason)."""
+ansible.builtin.package hands the task to the host's own package module (apt, else dnf; a host
+with neither fails the task with that reason)."""
 from __future__ import annotations
 
 from fleetops.engine.module import Arg, Module, TaskContext
@@ -21,7 +21,7 @@ def run_package(ctx: TaskContext, args: dict, manager: str | None) -> dict:
 
 class Package(Module):
     name = "package"
-    args = dict(COMMON_ARGS, use=Arg(str, default="auto", choices=("auto", "apt")))
+    args = dict(COMMON_ARGS, use=Arg(str, default="auto", choices=("auto", "apt", "dnf")))
 
     def run(self, ctx: TaskContext, args: dict) -> dict:
         use = args.pop("use", "auto") or "auto"

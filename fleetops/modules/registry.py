@@ -8,6 +8,7 @@ from fleetops.modules.command import Command
 from fleetops.modules.copy import Copy
 from fleetops.modules.cron import Cron
 from fleetops.modules.debug import Debug
+from fleetops.modules.dnf import Dnf
 from fleetops.modules.fail import Fail
 from fleetops.modules.fetch import Fetch
 from fleetops.modules.file import File
@@ -30,7 +31,7 @@ from fleetops.modules.template import Template
 from fleetops.modules.wait_for import WaitFor
 
 GENERIC: tuple[type[Module], ...] = (
-    Apt, Assert, AsyncStatus, Command, Copy, Cron, Debug, Fail, Fetch, File, GroupBy, IncludeVars, LineInFile, Meta,
+    Apt, Assert, AsyncStatus, Command, Copy, Cron, Debug, Dnf, Fail, Fetch, File, GroupBy, IncludeVars, LineInFile, Meta,
     Package, Pause, Ping, Python, Service, SetFact, Shell, Stat, Systemd, SystemdService, SystemdUser, Template,
     WaitFor,
 )

@@ -123,3 +123,11 @@ def lab_inventory(lab, path: str, host_vars: dict | None = None) -> str:
     with open(path, "w") as fh:
         yaml.safe_dump(inv, fh, sort_keys=False)
     return path
+
+
+def task_and_said(name: str, body: str, show: str, extra: str = "") -> str:
+    """Playbook text: a task named `name` (`body`: its module's lines, indented 6 spaces; `extra`:
+    more task keys) registered as `r`, then a debug task "NAME said" whose msg is `show`, a
+    template over `r`; so a test compares what each tool's module returned, value by value."""
+    return (f"\n    - name: {name}\n{body}      register: r\n{extra}"
+            f"\n    - name: \"{name} said\"\n      debug:\n        msg: \"{show}\"\n")

@@ -168,6 +168,13 @@ class SystemdHost:
             with open(os.path.join(vendor, name), "w") as fh:
                 fh.write(text)
 
+    def add_rpm_repo(self, repo: str, name: str = "fotest") -> None:
+        """A dnf repository (a directory from tests/support/rpm_repo.py) at /srv/NAME, enabled."""
+        shutil.copytree(repo, self.path(f"/srv/{name}"))
+        os.makedirs(self.path("/etc/yum.repos.d"), exist_ok=True)
+        with open(self.path(f"/etc/yum.repos.d/{name}.repo"), "w") as fh:
+            fh.write(f"[{name}]\nname=the fleetops tests' packages\nbaseurl=file:///srv/{name}\ngpgcheck=0\nenabled=1\n")
+
     def _var_skeleton(self) -> None:
         """/var as this machine's packages laid it out (cron's spool, dpkg's and apt's directories,
         /var/run's link), its directories and links only: nothing any other user left in them."""

@@ -1,5 +1,5 @@
-"""Host-side packages for `package` and `apt`: names present, absent or at the latest version,
-through the host's own apt.
+"""Host-side packages for `package`, `apt` and `dnf`: names present, absent or at the latest
+version, through the host's own apt (here) or dnf (remote/host/dnf.py).
 
 What each name needs is decided from dpkg's database and apt's policy first, so an installed
 package is never touched by `present`, and `changed` means apt-get was (or, in check mode, would
@@ -11,6 +11,8 @@ import fnmatch
 import os
 import subprocess
 import time
+
+from fleetops.remote.host import dnf
 
 STATES = {"present": "present", "installed": "present", "absent": "absent", "removed": "absent",
           "latest": "latest"}
@@ -37,7 +39,9 @@ def _fail(msg, **extra):
 
 
 def detect():
-    return "apt" if os.path.exists("/usr/bin/apt-get") else None
+    if os.path.exists("/usr/bin/apt-get"):
+        return "apt"
+    return "dnf" if os.path.exists("/usr/bin/dnf") else None
 
 
 def names_of(raw):
@@ -139,11 +143,12 @@ def main(args):
     if state is None:
         return _fail("state must be one of %s" % ", ".join(sorted(STATES)))
     manager = args.get("manager") or detect()
-    if manager != "apt":
-        return _fail("no package manager fleetops drives on this host (it drives apt-get; dnf and "
-                     "others are not supported)")
     names = names_of(args.get("name"))
     check = bool(args.get("_check"))
+    if manager == "dnf":
+        return dnf.main(names, state, args, check)
+    if manager != "apt":
+        return _fail("no package manager fleetops drives on this host (it drives apt-get and dnf)")
     cache_updated = False
     if (args.get("update_cache") or (args.get("cache_valid_time") and not names)):
         cache_updated, failure = _apt_cache(args, check)

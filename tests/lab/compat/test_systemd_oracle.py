@@ -23,18 +23,11 @@ UNITS = {
     "fotest-broken.service": "[Unit]\nDescription=no command to run\n[Service]\nType=simple\n",
 }
 
-SHOW = """
-    - name: "{name} said"
-      debug:
-        msg: "{{{{ r.changed }}}} {{{{ r.state | default('-') }}}} {{{{ r.enabled | default('-') }}}} {{{{ r.status.ActiveState | default('-') }}}} {{{{ r.failed | default(false) }}}} {{{{ r.msg | default('-') if r.failed | default(false) else '-' }}}}"
-"""
+SHOW = ("{{ r.changed }} {{ r.state | default('-') }} {{ r.enabled | default('-') }} {{ r.status.ActiveState | default('-') }} {{ r.failed | default(false) }} {{ r.msg | default('-') if r.failed | default(false) else '-' }}")
 
 
 def _task(name: str, body: str, extra: str = "") -> str:
-    return f"""
-    - name: {name}
-{body}      register: r
-{extra}""" + SHOW.format(name=name)
+    return lab_parity.task_and_said(name, body, SHOW, extra)
 
 
 TASKS = "".join([
