@@ -1,29 +1,27 @@
 """The host-side run lock: two fleetops runs never interleave on one host account.
 
-When the executor first connects to a host it starts, on a channel of its own, a
-tiny holder: the shell opens the login user's home directory, `flock -n` locks it
-(flock(2) on the directory, so no file is created and check mode leaves the host
-untouched), and the shell becomes `cat`, which keeps the locked descriptor, says
-so, and then waits for its stdin to close. The lock
-therefore lives exactly as long as the run's SSH connection: the executor closing
-it, the controller dying (even SIGKILL) or the connection dropping all close that
-stdin, and the kernel drops the lock with the process. Nothing stale is ever left
-to clean up by hand. The holder's argv carries its record (run id, controller,
-pid, since), which a refused run reads with ps(1).
+Before the run's first command on a host, a tiny holder takes the lock: the shell opens the
+login user's home directory, `flock -n` locks it (flock(2) on the directory, so no file is
+created and check mode leaves the host untouched), and the shell becomes `cat`, which keeps the
+locked descriptor and waits for its stdin to close. The lock therefore lives exactly as long as
+the run's SSH connection: the executor closing it, the controller dying (even SIGKILL) or the
+connection dropping all close that stdin, and the kernel drops the lock with the process.
+Nothing stale is ever left to clean up by hand. The holder's argv carries its record (run id,
+controller, pid, since), which a refused run reads with ps(1).
 
-A second run finds the lock busy and refuses that host ("host busy", a failed
-host, nothing run there) naming the holder: run id, controller, pid, since when.
-Two inventory names for the same account in one run share the lock (same run id).
-Cost: nothing more than the run's first payload. That payload rides on the lock's own
-channel: once the lock is held, the shell runs it in a subshell (without the lock's descriptor,
-so nothing it leaves behind keeps the lock), prints its exit status and becomes `cat`, and the
-payload's output is read up to the status line. A run whose first command is not a payload
-takes the lock on a channel of its own first, one extra round trip with only sh, flock(1) and
-cat on the host. On a host
-without flock(1) the host's python3 takes the same flock(2) lock and holds it the same way
-(the two interlock). A host where neither can lock the home directory (no flock(1) and no
-python3, or a home that cannot be flock'ed, as on some NFS mounts) is refused with that reason:
-nothing is run there rather than run unserialised.
+When that first command is a payload it rides on the holder's channel (lock_and_run_command):
+once the lock is held the shell runs it in a subshell without the lock's descriptor (so nothing
+the payload leaves running keeps the lock), prints its exit status on a line of its own, then
+becomes `cat`; the lock costs no command of its own. Any other first command takes the lock on
+a channel of its own first (lock_command), one round trip with only sh, flock(1) and cat.
+
+A second run finds the lock busy and refuses that host ("host busy", a failed host, nothing run
+there) naming the holder: run id, controller, pid, since when. Two inventory names for the same
+account in one run share the lock (same run id). On a host without flock(1) the host's python3
+takes the same flock(2) lock and holds it the same way (the two interlock). A host where neither
+can lock the home directory (no flock(1) and no python3, or a home that cannot be flock'ed, as
+on some NFS mounts) is refused with that reason: nothing is run there rather than run
+unserialised.
 
 This lock is per run and per account; a flow that needs a lease across its steps takes its
 own (the `hostlock` payload).
