@@ -117,11 +117,12 @@ def lock_and_run_command(record: dict, first: str) -> str:
     rec = shlex.quote(json.dumps(record, separators=(",", ":")))
     find_holder = (f"ps -u \"$(id -u)\" -o args= 2>/dev/null | grep -F '{TAG} {{' | grep -v grep "
                    f"| head -n 1 | sed 's/.*{TAG} //'")
-    return ('PATH="$PATH:/usr/bin:/bin"; '
+    # the payload runs with the login shell's own PATH (and without fd 9), as on a channel of its own
+    return ('fo_path="$PATH"; PATH="$PATH:/usr/bin:/bin"; '
             'if command -v flock >/dev/null 2>&1; then '
             'exec 9<"$HOME" || { echo "' + UNAVAILABLE + ' cannot open the home directory"; exit 0; }; '
             'flock -n 9; rc=$?; '
-            f'if [ "$rc" = 0 ]; then echo {HELD}; ( exec 9<&-; {first} ); printf "\\n%s %s\\n" {FIRST_EXIT} "$?"; '
+            f'if [ "$rc" = 0 ]; then echo {HELD}; ( PATH="$fo_path"; exec 9<&-; {first} ); printf "\\n%s %s\\n" {FIRST_EXIT} "$?"; '
             f'exec cat - {TAG} {rec} >/dev/null 2>&1; fi; '
             f'if [ "$rc" != 1 ]; then echo "{UNAVAILABLE} flock(1) cannot lock the home directory (rc $rc)"; exit 0; fi; '
             f'printf "%s " {BUSY}; {find_holder}; echo; exit 1; '

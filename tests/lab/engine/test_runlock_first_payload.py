@@ -1,7 +1,8 @@
 """The run's first payload rides on the run lock's own channel, over real SSH to lab hosts: the
 lock is held exactly as when it is taken alone (a second run is refused naming the holder, the
 lock goes when the run closes it), the payload's result is the one a channel of its own gives,
-and nothing the payload leaves running keeps the lock or the channel's stdin. A busy host runs
+and nothing the payload leaves running keeps the lock or the channel's stdin; the payload sees the
+login shell's own environment and no descriptor of the lock's. A busy host runs
 nothing; a payload that times out takes the lock with it, and the next command takes it again."""
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ pytestmark = pytest.mark.lab
 ECHO = "import sys\ndef main(args):\n    sys.stdout.write('stray output, no newline')\n    return {'echo': args}\n"
 BOOM = "def main(args):\n    raise ValueError('boom ' + args['word'])\n"
 TOUCH = "import os\ndef main(args):\n    open(os.path.expanduser('~/ran-' + args['id']), 'w').close()\n    return {}\n"
+ENV = ("import os\ndef main(args):\n"
+       "    return {'path': os.environ.get('PATH'), 'env': sorted(os.environ),\n"
+       "            'fds': sorted(int(f) for f in os.listdir('/proc/self/fd') if int(f) > 2)}\n")
 SLOW = "import time\ndef main(args):\n    time.sleep(20)\n    return {}\n"
 SPAWN = ("import os, subprocess\ndef main(args):\n"
          "    p = subprocess.Popen(['sleep', '30'], start_new_session=True, stdout=subprocess.DEVNULL,\n"
@@ -54,7 +58,8 @@ def conns(lab):
         t.close()
 
 
-@pytest.mark.parametrize("source, args", [(ECHO, {"a": [1, "é"]}), (BOOM, {"word": "x"})], ids=["result", "traceback"])
+@pytest.mark.parametrize("source, args", [(ECHO, {"a": [1, "é"]}), (BOOM, {"word": "x"}), (ENV, {})],
+                         ids=["result", "traceback", "environment and descriptors"])
 def test_the_result_is_the_one_a_channel_of_its_own_gives(conns, source, args):
     command, line, marker = _call(source, args)
     alone = _parse(conns().run(command, stdin=line), marker)
