@@ -56,8 +56,8 @@ LIVE_DB = (".hermes/state.db", ".hermes/state.db-wal", ".hermes/state.db-shm")
 
 
 def listing(home) -> dict:
-    """Every path under the home: mode, owner, sha256. Left out: ~/.ssh, the engine's per-run
-    lock (~/.fleetops/run.lock, engine/connection/runlock.py: every run writes it), the job's data
+    """Every path under the home: mode, owner, sha256. Left out: ~/.ssh, ~/.fleetops (no run
+    writes there: the run lock is a flock on the home directory itself), the job's data
     (~/.hermes/fleetops: backups stay by design) and the live state.db image, which the job's
     WAL checkpoint rewrites (its rows are compared separately)."""
     out = {}
