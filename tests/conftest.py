@@ -24,6 +24,35 @@ pytest_plugins = ["tests.support.skip_policy", "tests.support.audit", "tests.sup
                   "tests.support.salvage"]
 
 
+def end_leftovers(prefix: str, n: int) -> list:
+    """SIGKILL what an earlier, interrupted run left running as the lab's users (a Hermes gateway
+    started by a test, say): those users belong to the lab, and a process of theirs that outlived
+    its run would be a holder, a writer or a heartbeat in this run's hosts. Returns the pids."""
+    import pwd
+    import signal
+
+    uids = set()
+    for i in range(1, n + 1):
+        try:
+            uids.add(pwd.getpwnam(f"{prefix}{i:02d}").pw_uid)
+        except KeyError:
+            continue
+    ended = []
+    for pid in (int(d) for d in os.listdir("/proc") if d.isdigit()):
+        try:
+            with open(f"/proc/{pid}/status") as fh:
+                uid = next(int(line.split()[1]) for line in fh if line.startswith("Uid:"))
+        except (OSError, StopIteration, ValueError):
+            continue
+        if uid in uids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                ended.append(pid)
+            except ProcessLookupError:
+                pass
+    return ended
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "lab: needs the local sshd lab (root)")
 
@@ -51,6 +80,7 @@ def lab():
     prefix = os.environ.get("FLEETOPS_LAB_PREFIX", "fotest")
     state_dir = tempfile.mkdtemp(prefix="fleetops-lab-")
     the_lab = Lab(state_dir, prefix=prefix)
+    end_leftovers(prefix, n)
     try:
         the_lab.up(n)
         yield the_lab
