@@ -98,12 +98,15 @@ class SystemdHost:
                                       "ansible_pipelining": True}}}}}}, fh)
         return path
 
-    def systemctl(self, *argv: str) -> subprocess.CompletedProcess:
-        """systemctl inside the container, as root: the test's own view of the truth."""
+    def inside(self, *argv: str) -> subprocess.CompletedProcess:
+        """A command inside the container, as its root: the test's own view of the truth."""
         pid = self._init_pid()
         assert pid is not None, "the systemd host is not running"
-        return subprocess.run(["nsenter", "-t", str(pid), "-a", "--", "/usr/bin/systemctl", *argv],
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(["nsenter", "-t", str(pid), "-a", "--", *argv], capture_output=True, text=True,
+                              timeout=300)
+
+    def systemctl(self, *argv: str) -> subprocess.CompletedProcess:
+        return self.inside("/usr/bin/systemctl", *argv)
 
     def _init_pid(self) -> int | None:
         """The container's PID 1, as this machine numbers it (nspawn's child)."""

@@ -78,8 +78,10 @@ def holder_record(run_id: str) -> dict:
             "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
-def lock_command(record: dict) -> str:
-    """POSIX sh line: hold the lock until stdin closes, or report it busy (with its holder)."""
+def _lock_script(record: dict, held: str, without_flock: str) -> str:
+    """The lock's POSIX sh line: `held` runs once flock(1) holds the lock, before the shell
+    becomes the holder; `without_flock` is what a host without flock(1) does instead (it may set
+    rc to 1, busy). A busy lock is reported with its holder."""
     rec = shlex.quote(json.dumps(record, separators=(",", ":")))
     # The holder's own argv carries its record, so a refused run can name it without any file.
     find_holder = (f"ps -u \"$(id -u)\" -o args= 2>/dev/null | grep -F '{TAG} {{' | grep -v grep "
@@ -88,45 +90,43 @@ def lock_command(record: dict) -> str:
     # the shell becomes `cat`, which inherits fd 9 and so the lock, and reads stdin until the
     # connection's channel closes. One short-lived child instead of three: this runs once per
     # host per run. cat reads `-` (stdin) first; the two words after it only label the process
-    # for ps (by then the channel is gone and cat's complaints go to /dev/null).
-    # Without flock(1), python holds the lock as a child of the shell (its argv labelled the
-    # same way), so the shell is still there to name a holder when it exits 1 (busy).
-    py = shlex.quote(PY_LOCK.replace("@U", UNAVAILABLE).replace("@H", HELD))
-    pythons = " ".join(shlex.quote(p) for p in DEFAULT_PYTHONS)
-    return ('PATH="$PATH:/usr/bin:/bin"; '
-            'if command -v flock >/dev/null 2>&1; then '
-            'exec 9<"$HOME" || { echo "' + UNAVAILABLE + ' cannot open the home directory"; exit 0; }; '
-            f'flock -n 9; rc=$?; '
-            f'if [ "$rc" = 0 ]; then echo {HELD}; exec cat - {TAG} {rec} >/dev/null 2>&1; fi; '
-            f'if [ "$rc" != 1 ]; then echo "{UNAVAILABLE} flock(1) cannot lock the home directory (rc $rc)"; exit 0; fi; '
-            f'else rc=127; for p in {pythons}; do if command -v "$p" >/dev/null 2>&1; then '
-            f'"$p" -I -S -c {py} {TAG} {rec} 2>/dev/null; rc=$?; break; fi; done; '
-            f'if [ "$rc" = 127 ]; then echo "{UNAVAILABLE} neither flock(1) nor python3 on the host"; exit 0; fi; '
-            f'if [ "$rc" = 0 ]; then exit 0; fi; '
-            f'if [ "$rc" != 1 ]; then echo "{UNAVAILABLE} python3 on the host could not take the lock (rc $rc)"; '
-            'exit 0; fi; fi; '
-            f'if [ "$rc" = 1 ]; then printf "%s " {BUSY}; {find_holder}; echo; fi; '
-            'exit "$rc"')
-
-
-def lock_and_run_command(record: dict, first: str) -> str:
-    """POSIX sh line: lock_command's lock, then `first` (a payload's command line; its stdin is
-    the channel's, of which it reads one line) in a subshell, its exit status on a line of its
-    own, then hold the lock until stdin closes. Without flock(1) it only says so: the caller then
-    takes the lock through lock_command's python path and runs `first` on its own."""
-    rec = shlex.quote(json.dumps(record, separators=(",", ":")))
-    find_holder = (f"ps -u \"$(id -u)\" -o args= 2>/dev/null | grep -F '{TAG} {{' | grep -v grep "
-                   f"| head -n 1 | sed 's/.*{TAG} //'")
-    # the payload runs with the login shell's own PATH (and without fd 9), as on a channel of its own
+    # for ps (by then the channel is gone and cat's complaints go to /dev/null). PATH is widened
+    # for flock and cat only: fo_path keeps the login shell's own.
     return ('fo_path="$PATH"; PATH="$PATH:/usr/bin:/bin"; '
             'if command -v flock >/dev/null 2>&1; then '
             'exec 9<"$HOME" || { echo "' + UNAVAILABLE + ' cannot open the home directory"; exit 0; }; '
             'flock -n 9; rc=$?; '
-            f'if [ "$rc" = 0 ]; then echo {HELD}; ( PATH="$fo_path"; exec 9<&-; {first} ); printf "\\n%s %s\\n" {FIRST_EXIT} "$?"; '
-            f'exec cat - {TAG} {rec} >/dev/null 2>&1; fi; '
+            f'if [ "$rc" = 0 ]; then echo {HELD}; {held}exec cat - {TAG} {rec} >/dev/null 2>&1; fi; '
             f'if [ "$rc" != 1 ]; then echo "{UNAVAILABLE} flock(1) cannot lock the home directory (rc $rc)"; exit 0; fi; '
-            f'printf "%s " {BUSY}; {find_holder}; echo; exit 1; '
-            f'else echo {NO_FLOCK}; exit 0; fi')
+            f'else {without_flock} fi; '
+            f'if [ "$rc" = 1 ]; then printf "%s " {BUSY}; {find_holder}; echo; fi; '
+            'exit "$rc"')
+
+
+def lock_command(record: dict) -> str:
+    """POSIX sh line: hold the lock until stdin closes, or report it busy (with its holder).
+    Without flock(1), python holds the lock as a child of the shell (its argv labelled the same
+    way), so the shell is still there to name a holder when it exits 1 (busy)."""
+    rec = shlex.quote(json.dumps(record, separators=(",", ":")))
+    py = shlex.quote(PY_LOCK.replace("@U", UNAVAILABLE).replace("@H", HELD))
+    pythons = " ".join(shlex.quote(p) for p in DEFAULT_PYTHONS)
+    return _lock_script(record, "", (
+        f'rc=127; for p in {pythons}; do if command -v "$p" >/dev/null 2>&1; then '
+        f'"$p" -I -S -c {py} {TAG} {rec} 2>/dev/null; rc=$?; break; fi; done; '
+        f'if [ "$rc" = 127 ]; then echo "{UNAVAILABLE} neither flock(1) nor python3 on the host"; exit 0; fi; '
+        f'if [ "$rc" = 0 ]; then exit 0; fi; '
+        f'if [ "$rc" != 1 ]; then echo "{UNAVAILABLE} python3 on the host could not take the lock (rc $rc)"; '
+        'exit 0; fi;'))
+
+
+def lock_and_run_command(record: dict, first: str) -> str:
+    """POSIX sh line: lock_command's lock, then `first` (a payload's command line; its stdin is
+    the channel's, of which it reads one line) in a subshell with the login shell's own PATH and
+    without fd 9, its exit status on a line of its own, then hold the lock until stdin closes.
+    Without flock(1) it only says so: the caller then takes the lock through lock_command's
+    python path and runs `first` on its own."""
+    return _lock_script(record, f'( PATH="$fo_path"; exec 9<&-; {first} ); printf "\\n%s %s\\n" {FIRST_EXIT} "$?"; ',
+                        f'echo {NO_FLOCK}; exit 0;')
 
 
 def _read_marker(chan, timeout: float) -> tuple[str | None, str]:

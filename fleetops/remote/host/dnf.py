@@ -86,9 +86,9 @@ def planned(out):
     return add, drop
 
 
-def _dnf(verb, specs, args, check):
-    """One transaction: (needed, would install, would remove, failures, error) from dnf --assumeno,
-    then for real unless `check`."""
+def _resolve(verb, specs, args):
+    """dnf's resolution of one transaction, nothing changed: (needed, would install, would
+    remove, names no repository has, error)."""
     base = ["dnf"] + options(args)
     rc, out, err = _run(base + ["--assumeno", verb] + specs)
     text = out + "\n" + err
@@ -122,7 +122,7 @@ def main(names, state, args, check):
     for verb, specs in plan:
         if not specs:
             continue
-        need, add, drop, missing, error = _dnf(verb, specs, args, True)
+        need, add, drop, missing, error = _resolve(verb, specs, args)
         if error is not None:
             failures += ["No package %s available." % m for m in missing] or [error]
             continue

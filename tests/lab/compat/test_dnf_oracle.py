@@ -7,7 +7,6 @@ tool runs."""
 from __future__ import annotations
 
 import os
-import subprocess
 
 import pytest
 
@@ -80,20 +79,16 @@ def rpmhost(tmp_path_factory):
         host.stop()
 
 
-def _inside(host, *argv) -> subprocess.CompletedProcess:
-    return subprocess.run(["nsenter", "-t", str(host._init_pid()), "-a", "--", *argv],
-                          capture_output=True, text=True, timeout=300)
-
-
 def _installed(host) -> list:
-    out = _inside(host, "rpm", "-qa", "--qf", "%{NAME}-%{VERSION}\\n").stdout.split()
+    out = host.inside("rpm", "-qa", "--qf", "%{NAME}-%{VERSION}\\n").stdout.split()
     return sorted(p for p in out if p.startswith("fotest-"))
 
 
 def test_dnf_as_ansible_core(rpmhost, tmp_path):
     results, truth = {}, {}
     for who in ("ansible", "fleetops"):
-        _inside(rpmhost, "rpm", "-e", "--nodeps", *_installed(rpmhost)) if _installed(rpmhost) else None
+        if _installed(rpmhost):
+            rpmhost.inside("rpm", "-e", "--nodeps", *_installed(rpmhost))
         d = lab_parity.write_project(tmp_path / who, {"site.yml": PLAYBOOK})
         inv = rpmhost.inventory(os.path.join(d, "inv.yml"))
         pb = os.path.join(d, "site.yml")
