@@ -40,7 +40,8 @@ class Finished:
 
 
 def secret_values(inventory, extra_vars: dict, playbook=None) -> set:
-    """Values of secret-named variables (inventory, -e, play vars) to scrub from all output."""
+    """Values of secret-named variables (inventory, -e, play vars, `environment`) to scrub from all output."""
+    from fleetops.engine.playbook import walk_tasks
     from fleetops.engine.secrets import collect_secret_values
 
     values = set(collect_secret_values(extra_vars or {}))
@@ -48,6 +49,11 @@ def secret_values(inventory, extra_vars: dict, playbook=None) -> set:
         values |= collect_secret_values(inventory.get_vars(host) or {})
     for play in playbook.plays if playbook is not None else ():
         values |= collect_secret_values(play.vars or {})
+        parts = list(play.environment) + [p for t in walk_tasks(list(play.tasks) + list(play.handlers))
+                                          for p in t.environment]
+        for part in parts:                  # environment: {API_TOKEN: literal}
+            if isinstance(part, dict):
+                values |= collect_secret_values(part)
     return values
 
 

@@ -218,9 +218,9 @@ class _Run:
 
     # -- what a module's context reaches through the run
     def payload(self, transport: Transport, name: str, args: dict, python=None, become_user=None, timeout=None,
-                low_priority: bool = True) -> Result:
+                low_priority: bool = True, environment: dict | None = None) -> Result:
         return run_payload(transport, name, args, python=python, become_user=become_user, timeout=timeout,
-                           low_priority=low_priority)
+                           low_priority=low_priority, environment=environment)
 
     def host_dir(self, host: str) -> str:
         return os.path.join(os.path.abspath(self.options.results_dir), self.run_id, host)

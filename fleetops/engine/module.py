@@ -71,6 +71,7 @@ class TaskContext:
     task: Any = None                    # the playbook's Task (its file, for files relative to it)
     stop: threading.Event = field(default_factory=threading.Event)   # set when the run is interrupted
     async_job: Any = None               # engine/asyncjob.AsyncJob when the task has `async:`
+    environment: dict = field(default_factory=dict)   # `environment`, rendered: what the host's programs see
 
 
 class Module:

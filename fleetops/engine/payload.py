@@ -80,6 +80,9 @@ if sys.version_info < (3, 8):
 import marshal, zlib, binascii
 ModuleSpec = type(sys.__spec__)   # importlib.machinery's, without importing importlib
 D = marshal.loads(zlib.decompress(binascii.a2b_base64(sys.stdin.buffer.readline())))
+# the task's `environment`: for the payload and every program it starts
+if D.get("env"):
+    os.environ.update(D["env"])
 # stdin is read: what the payload starts reads /dev/null, even where the channel's stdin stays open
 N = os.open(os.devnull, os.O_RDONLY)
 os.dup2(N, 0)
@@ -293,13 +296,15 @@ def build_command(marker: str, python: str | None = None) -> tuple[str, list[str
     return probe + f"echo {NO_PYTHON} >&2; exit 127", tried
 
 
-def encode_input(modules: dict, entry: str, args: dict, low_priority: bool = False) -> bytes:
+def encode_input(modules: dict, entry: str, args: dict, low_priority: bool = False,
+                 environment: dict | None = None) -> bytes:
     """The stdin line: marshal (format 4, read by every Python 3.4+) of plain JSON data. Through
     JSON first, so the payload sees exactly what JSON would give it (lists, str keys, plain str
     for templated strings) and anything JSON cannot carry fails here, on the controller.
-    `low_priority`: the payload lowers itself to LOW_PRIORITY before it runs."""
+    `low_priority`: the payload lowers itself to LOW_PRIORITY before it runs; `environment`: set
+    in its os.environ first (on stdin, never on the command line)."""
     doc = json.loads(json.dumps({"modules": modules, "entry": entry, "args": args,
-                                 "priority": LOW_PRIORITY if low_priority else None}))
+                                 "priority": LOW_PRIORITY if low_priority else None, "env": environment or None}))
     return base64.b64encode(zlib.compress(marshal.dumps(doc, 4), 6)) + b"\n"
 
 
@@ -316,7 +321,7 @@ def _failed(msg: str, **extra) -> Result:
 
 def run_payload(transport: Transport, module: str, args: dict, python: str | None = None,
                 become_user: str | None = None, timeout: float | None = None,
-                low_priority: bool = True) -> Result:
+                low_priority: bool = True, environment: dict | None = None) -> Result:
     """Run payload `module`'s main(args) (a registered name or a dotted path under
     fleetops.remote) on the transport's host; returns its result.
 
@@ -329,12 +334,13 @@ def run_payload(transport: Transport, module: str, args: dict, python: str | Non
     except (OSError, ValueError, SyntaxError) as e:
         return _failed(f"cannot bundle payload {module}: {e}", payload_seconds=0.0)
     return run_modules(transport, modules, f"{REMOTE_PKG}.{PAYLOADS.get(module, module)}", args, python=python,
-                       become_user=become_user, timeout=timeout, label=module, low_priority=low_priority)
+                       become_user=become_user, timeout=timeout, label=module, low_priority=low_priority,
+                       environment=environment)
 
 
 def run_modules(transport: Transport, modules: dict, entry: str, args: dict, python: str | None = None,
                 become_user: str | None = None, timeout: float | None = None, label: str | None = None,
-                low_priority: bool = True) -> Result:
+                low_priority: bool = True, environment: dict | None = None) -> Result:
     """Lower level of run_payload: ship an explicit {dotted name: source} bundle; `label` names
     the payload in messages (default: the entry module's last name)."""
     if python is None:
@@ -344,7 +350,7 @@ def run_modules(transport: Transport, modules: dict, entry: str, args: dict, pyt
     label = label or entry.rsplit(".", 1)[-1]
     marker = f"--fleetops-result-{uuid.uuid4().hex}--"
     try:
-        stdin = encode_input(modules, entry, args, low_priority=low_priority)
+        stdin = encode_input(modules, entry, args, low_priority=low_priority, environment=environment)
     except (TypeError, ValueError) as e:
         return _failed(f"payload {label}: arguments are not JSON-serialisable: {e}", payload_seconds=0.0)
     command, tried = build_command(marker, python)

@@ -16,7 +16,7 @@ from fleetops.engine.handlers import run_handlers
 from fleetops.engine.includerun import run_include
 from fleetops.engine.playcontext import PlayContext, task_label
 from fleetops.engine.tags import tags_match
-from fleetops.engine.taskrun import Frame, GatherFacts, TaskRunner, facts_task, record
+from fleetops.engine.taskrun import NO_LOG, Frame, GatherFacts, TaskRunner, censored, facts_task, record
 
 
 def _scrub_value(value: Any, values: set) -> Any:
@@ -138,10 +138,13 @@ class TaskLoop:
             if res.get("unreachable") and i + 1 < len(hosts):
                 out[host] = self._finish(pctx, host, task, frame, res, started, ended, secret_values)
                 continue
+            hidden = res.get(NO_LOG)
             out[host] = self._finish(pctx, host, task, frame, res, started, ended, secret_values)
             for other in hosts[i + 1:]:
                 copied = copy.deepcopy(res)
                 copied["run_once_host"] = host
+                if hidden:
+                    copied[NO_LOG] = True
                 out[other] = self._finish(pctx, other, task, frame, copied, started, ended, secret_values)
             return out
         return out
@@ -155,6 +158,7 @@ class TaskLoop:
         """The host's state (taskrun.record), its counters, the events. Returns the host's outcome."""
         run = self.run
         st = run.state(host)
+        hidden = bool(res.pop(NO_LOG, False))
         with run.lock:
             outcome = record(run, host, task, frame, res, started, ended, secret_values)
             recap.count(run.stats.setdefault(host, recap.zero()), res)
@@ -165,7 +169,7 @@ class TaskLoop:
                 pass
         if task.module == GatherFacts.name and outcome == "ok":
             run.events.host_facts(host, res["ansible_facts"])
-        shown = _scrub_value(res, secret_values) if secret_values else res
+        shown = censored(res) if hidden else _scrub_value(res, secret_values) if secret_values else res
         run.events.host_result(host, pctx.index, pctx.index_of.get(id(task), pctx.facts_index),
                                task_label(task), task.module, shown, started, ended)
         return outcome

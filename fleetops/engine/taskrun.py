@@ -18,6 +18,7 @@ from fleetops.engine.connection.hostvars import _bool
 from fleetops.engine.module import Arg, Module, Result, TaskContext
 from fleetops.engine.playbook.keywords import DEFAULT_POLL
 from fleetops.engine.playbook.model import Task
+from fleetops.engine.taskenv import EnvironmentError_, render_environment
 from fleetops.engine.templating import Templar, TemplateError, mark_unsafe
 from fleetops.errors import Unreachable
 
@@ -121,10 +122,25 @@ class GatherFacts(Module):
         return dict(res)
 
 
+NO_LOG = "_fleetops_no_log"
+CENSORED = "the output has been hidden due to the fact that 'no_log: true' was specified for this result"
+_KEPT = ("changed", "failed", "skipped", "unreachable", "ignored", "rescued", "duration", "attempts", "retries")
+
+
+def censored(res: dict) -> dict:
+    """What a `no_log` task shows (live view, --json, the results store): its outcome and
+    ansible-core's `censored` line, each loop item the same; `register` keeps the whole result."""
+    out = {k: res[k] for k in _KEPT if k in res}
+    out["censored"] = CENSORED
+    if isinstance(res.get("results"), list):
+        out["results"] = [censored(r) if isinstance(r, dict) else CENSORED for r in res["results"]]
+    return out
+
+
 def facts_task(play) -> Task:
     """The task a play with `gather_facts` runs first on every host of each batch."""
     return Task(where=play.where, name="Gathering Facts", module=GatherFacts.name, tags=["always"],
-                remote_user=play.remote_user, connection=play.connection)
+                remote_user=play.remote_user, connection=play.connection, environment=list(play.environment))
 
 
 def record(run, host: str, task, frame: Frame, res: dict, started: float, ended: float,
@@ -243,21 +259,36 @@ class TaskRunner:
         self.templar = run.templar
         self.check = effective_check(run, task)
         self.secrets: set = set()
+        self.variables: dict | None = None
 
     # -- the whole task
     def execute(self) -> dict:
-        """compute(), with an engine bug failing this host only."""
+        """compute(), with an engine bug failing this host only; a `no_log` task's result says
+        so (NO_LOG), for the run to censor what it shows."""
         try:
-            return self.compute()
+            res = self.compute()
+            if self._no_log():
+                res[NO_LOG] = True
+            return res
         except Unreachable as e:
             return unreachable_result(str(e))
         except Exception as e:  # noqa: BLE001 - an engine bug fails one host, not the whole run
             return failed_result(f"internal error: {type(e).__name__}: {e}",
                                  exception=traceback.format_exc(limit=8))
 
+    def _no_log(self) -> bool:
+        flag = getattr(self.task, "no_log", False)
+        if Templar.is_template(flag):
+            try:
+                flag = self.templar.evaluate(flag, self.variables or {})
+            except TemplateError:
+                return True                   # when in doubt, hide
+        return bool(flag)
+
     def compute(self) -> dict:
         task = self.task
         variables = self.run.task_vars(self.pctx, self.host, task, self.frame, self.check)
+        self.variables = variables
         self.secrets |= self.run.secret_values(variables)
         self.secrets |= self.run.state(self.host).secrets
         conditions = as_list(task.when)
@@ -336,10 +367,20 @@ class TaskRunner:
             return failed_result(f"arguments rendered to {type(rendered).__name__}, not a mapping")
         args = prepare_args(module_cls, rendered, variables.get("omit"))
         self.secrets |= secret_arg_values(module_cls, args)
+        environment: dict = {}
+        if task.environment and not module_cls.runs_on_controller:
+            self.secrets |= _secrets.derived_values(self.templar, task.environment, variables, self.secrets)
+            try:
+                environment = render_environment(task.environment, self.templar, variables, variables.get("omit"))
+            except TemplateError as e:
+                return failed_result(f"environment: {e}")
+            except EnvironmentError_ as e:
+                return failed_result(str(e))
+            self.secrets |= _secrets.collect_secret_values(environment)
         try:
-            ctx = self._context(module_cls, variables)
+            ctx = self._context(module_cls, variables, environment)
         except TemplateError as e:
-            return failed_result(f"delegate_to: {e}")
+            return failed_result(f"delegate_to or become_user: {e}")
         except Unreachable as e:
             return unreachable_result(str(e))
         except HostBusy as e:
@@ -444,7 +485,7 @@ class TaskRunner:
             return target
         raise Unreachable(f"delegate_to {target!r} is not a host of the inventory")
 
-    def _context(self, module_cls, variables: dict) -> TaskContext:
+    def _context(self, module_cls, variables: dict, environment: dict | None = None) -> TaskContext:
         run, task = self.run, self.task
         target = self._delegate_target(variables)
         delegated = target in ("localhost", "127.0.0.1") and target not in run.inventory.hosts
@@ -458,6 +499,8 @@ class TaskRunner:
         become_user = None
         if module_cls.uses_become and (task.become or run.inventory_become(conn_host)):  # play, blocks, own; or the host's
             become_user = task.become_user or run.inventory_become_user(conn_host) or "root"
+            if Templar.is_template(become_user):        # `become_user: "{{ hermes_user }}"`
+                become_user = str(self.templar.render(become_user, variables)).strip() or "root"
         python = None
         if transport is not None and not delegated:
             python = transport.params.python
@@ -481,7 +524,8 @@ class TaskRunner:
                 return cast(Result, failed_result(f"variable '{LOW_PRIORITY_VAR}' must be true or false, got "
                                                   f"{variables.get(LOW_PRIORITY_VAR)!r}"))
             return run.payload(transport, name, payload_args(args, check, diff), python=python,
-                               become_user=become_user, timeout=timeout, low_priority=low)
+                               become_user=become_user, timeout=timeout, low_priority=low,
+                               environment=environment)
 
         return TaskContext(
             host=self.host, transport=transport, variables=variables, check=check, diff=diff,
@@ -490,5 +534,6 @@ class TaskRunner:
             templar=self.templar, run_id=run.run_id, become_user=become_user, delegate_to=target,
             task=task, stop=run.stop, role_path=task.role_path,
             scrub=lambda text: _secrets.scrub(text, self.secrets), async_job=async_job,
+            environment=dict(environment or {}),
         )
 

@@ -112,6 +112,9 @@ class _Checker:
         if task.loop is not None:
             self.check_tree(task.loop, known | set(task.vars), task.key_where("loop"), guards)
         self.check_tree(task.args, scope, task.key_where(str(task.module)), guards)
+        if task.environment:
+            where = task.key_where("environment") if "environment" in task.positions else task.where
+            self.check_tree(task.environment, scope, where, guards)
         for key in ("until", "failed_when", "changed_when"):
             value = getattr(task, key)
             if value is not None:
@@ -222,18 +225,21 @@ def check_connections(inventory, hosts, extra_vars: dict | None = None, playbook
                 raise BadInput(f"host {host}: {exc.msg}", where=exc.where or inventory.path) from None
 
 
-def _resolve_limits(templar: Templar, play: Play, files: list, extra_vars: dict) -> None:
-    """A templated serial / max_fail_percentage from play vars, vars_files and extra vars (host
-    variables cannot apply: batches are cut before any host runs), fixed here, before the run."""
+def _resolve_limits(templar: Templar, play: Play, files: list, extra_vars: dict, inventory=None) -> None:
+    """Templated play keywords (hosts, serial, max_fail_percentage, ...) from play vars,
+    vars_files, extra vars and `groups`, as ansible-core renders them (host variables cannot
+    apply: hosts are chosen and batches cut before any host runs), fixed here, before the run."""
     variables: dict = dict(play.vars)
     for f in files:
         variables.update(f)
+    if inventory is not None and hasattr(inventory, "groups_map"):
+        variables["groups"] = inventory.groups_map()
     variables.update(extra_vars or {})
     for key, (value, where) in play.limit_templates.items():
         try:
             rendered = templar.render(value, variables)
         except TemplateError as exc:
-            raise BadInput(f"{exc.msg} in '{key}' (play vars, vars_files and -e apply here, not host vars)",
+            raise BadInput(f"{exc.msg} in '{key}' (play vars, vars_files, -e and groups apply here, not host vars)",
                            where=where) from None
         set_limit(play, key, rendered)
     play.limits_resolved = True
@@ -251,14 +257,6 @@ def validate(playbook: Playbook, inventory, extra_vars: dict, modules: dict) -> 
             if name not in extra:
                 raise BadInput(f"vars_prompt '{name}' has no default and is not given with -e: a fleetops "
                                f"run never stops to ask; pass -e {name}=...", where=where)
-        hosts = _select(play, inventory, grouping)
-        grouping = grouping or any(t.module == "group_by" for t in walk_tasks(list(play.tasks) + list(play.handlers)))
-        check_connections(inventory, hosts, extra_vars, playbook.dir)
-        inv_names: set = set()
-        for host in hosts:
-            host_vars = inventory.get_vars(host)
-            inv_names |= set(host_vars)
-            check_inventory_templates(templar, inventory, host, host_vars, seen_templates)
         files: list = []
         for path, where in zip(play.vars_files, play.vars_files_where):
             if not os.path.isfile(path):
@@ -270,7 +268,15 @@ def validate(playbook: Playbook, inventory, extra_vars: dict, modules: dict) -> 
                     raise
                 raise BadInput(exc.msg, where=where) from None
         if play.limit_templates:
-            _resolve_limits(templar, play, files, extra_vars)
+            _resolve_limits(templar, play, files, extra_vars, inventory)
+        hosts = _select(play, inventory, grouping)
+        grouping = grouping or any(t.module == "group_by" for t in walk_tasks(list(play.tasks) + list(play.handlers)))
+        check_connections(inventory, hosts, extra_vars, playbook.dir)
+        inv_names: set = set()
+        for host in hosts:
+            host_vars = inventory.get_vars(host)
+            inv_names |= set(host_vars)
+            check_inventory_templates(templar, inventory, host, host_vars, seen_templates)
         runtime |= _runtime_names(play, modules, playbook.dir)
         known = (extra | set(play.vars) | inv_names | runtime | FACT_NAMES | MAGIC_VARS
                  | {k for f in files for k in f})

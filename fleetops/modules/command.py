@@ -14,6 +14,7 @@ import shlex
 
 from fleetops.engine.module import Arg, Module, TaskContext, result
 from fleetops.engine.connection.become import become_failure, become_wrap
+from fleetops.engine.taskenv import wrap_line
 from fleetops.engine.connection.output import MAX_COMMAND_OUTPUT, size_text
 
 
@@ -68,6 +69,7 @@ def run_line(ctx: TaskContext, line: str, stdin: bytes | None = None, timeout: f
              max_output: int | None = None, main: bool = False, shown: str = ""):
     """Run an already-quoted command line on the task's transport, through sudo when become is on;
     the program itself (`main`) as a background job when the task has `async:`."""
+    line, stdin = wrap_line(line, ctx.environment, stdin)
     if ctx.become_user:
         line = become_wrap(line, ctx.become_user)
     if main and ctx.async_job is not None:
@@ -100,12 +102,15 @@ def run_program(ctx: TaskContext, args: dict, line: str, shown: str) -> dict:
         path = args.get(key)
         if path:
             # glob.glob(path) after chdir, as ansible-core: any match (a dangling symlink too)
-            probe_line = (f'( for f in {host_word(path, glob=True)}; do {{ test -e "$f" || test -L "$f"; }} '
+            # the path as the host expands it (~, $VARS) first: ansible-core's messages name that
+            probe_line = (f"printf '%s\\n' {host_word(path)}; "
+                          f'( for f in {host_word(path, glob=True)}; do {{ test -e "$f" || test -L "$f"; }} '
                           f'&& exit 0; done; exit 1 )')
             if args.get("chdir"):
                 probe_line = f"cd {quote_path(args['chdir'])} && {probe_line}"
             probe = run_line(ctx, probe_line)
             exists = probe.rc == 0
+            path = _text(probe.stdout) or path
             if exists != want_exists:
                 why = f"{path} exists" if exists else f"{path} does not exist"
                 return result(msg=f"Did not run command since '{path}' {'exists' if exists else 'does not exist'}",

@@ -30,7 +30,9 @@ def outcome(r: dict) -> str:
     return "failed" if status in ("rescued", "ignored") else status
 
 
-_LINE = re.compile(r"^(ok|changed|skipping|fatal): \[([^\]]+)\](?:: FAILED!)?(?: => (\(item=.*?\) => )?(\{.*\}))?$")
+# a delegated task's host is printed "host -> delegate(address)": the result is the host's
+_LINE = re.compile(r"^(ok|changed|skipping|fatal): \[([^\]]+?)(?: -> [^\]]+)?\](?:: FAILED!)?"
+                   r"(?: => (\(item=.*?\) => )?(\{.*\}))?$")
 _INCLUDED = re.compile(r"^included: .+? for ((?:[^ ,=]+)(?:, [^ ,=]+)*)(?: => \(item=.*\))?$")
 _MSG_ONLY = {"msg", "changed", "_ansible_verbose_always", "_ansible_no_log", "failed"}
 _FLEETOPS_ALWAYS = {"skipped", "host_priority", "duration", "payload_seconds", "ignored", "rescued", "unreachable"}

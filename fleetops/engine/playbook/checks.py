@@ -63,6 +63,13 @@ def want_name(m: Mapping, key, what="variable name"):
     return v
 
 
+def want_bool_or_template(m: Mapping, key, default=None):
+    """true/false, or a template rendered for each host when the task runs (no_log)."""
+    if key in m and is_template(m[key]):
+        return m[key]
+    return want_bool(m, key, default)
+
+
 def want_int_or_template(m: Mapping, key, default=None, minimum=0):
     if key not in m or m[key] is None:
         return default
@@ -117,3 +124,26 @@ def want_vars(m: Mapping, key) -> dict:
                        where=m.value_where(key))
     check_var_names(v)
     return v
+
+
+ENV_NAME_HINT = "a mapping of environment variable names to values, a template of one, or a list of those"
+
+
+def want_environment(m: Mapping, key: str = "environment") -> list:
+    """The `environment` keyword as a list of its parts (mappings or templates of one), outer
+    parts first at run time: what taskenv.render_environment merges. A plain string, a number or
+    a mapping with a key that is not a string is refused at its line."""
+    if key not in m or m[key] is None:
+        return []
+    raw = m[key]
+    items = list(raw) if isinstance(raw, list) else [raw]
+    for i, item in enumerate(items):
+        where = raw.item_where(i) if isinstance(raw, Sequence) else m.value_where(key)
+        if isinstance(item, dict):
+            for k in item:
+                if not isinstance(k, str) or not k:
+                    raise BadInput(f"'{key}' names must be strings, not {kind(k)}", where=where)
+        elif item is not None and not is_template(item):
+            raise BadInput(f"'{key}' must be {ENV_NAME_HINT}, not {kind(item)}", where=where)
+    return [item for item in items if item]
+

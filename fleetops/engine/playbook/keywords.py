@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetops.engine.connection.transport import CONNECTIONS, connection_name
-from fleetops.engine.playbook.checks import close, want_bool, want_conditions, want_str, want_str_list, want_vars
+from fleetops.engine.playbook.checks import (close, want_bool, want_bool_or_template, want_conditions, want_environment, want_str, want_str_list,
+                                             want_vars)
 from fleetops.engine.yamlsrc import Mapping
 from fleetops.errors import BadInput
 
@@ -15,7 +16,7 @@ BUILTIN_PREFIXES = ("ansible.builtin.", "ansible.legacy.")
 PLAY_KEYS = ("name", "hosts", "vars", "vars_files", "serial", "max_fail_percentage",
              "any_errors_fatal", "gather_facts", "tasks", "handlers", "tags", "become",
              "become_user", "remote_user", "pre_tasks", "post_tasks", "roles", "strategy", "order",
-             "vars_prompt", "connection")
+             "vars_prompt", "connection", "environment", "no_log")
 # play keywords that may be templates of play vars, vars_files and -e (rendered by validate)
 PLAY_BOOL_KEYS = ("any_errors_fatal", "gather_facts")
 STRATEGIES = ("linear", "free")
@@ -24,23 +25,24 @@ TASK_KEYS = ("name", "args", "when", "loop", "with_items", "loop_control", "regi
              "retries", "until", "delay", "failed_when", "changed_when", "ignore_errors",
              "notify", "tags", "run_once", "delegate_to", "check_mode", "vars", "become",
              "become_user", "block", "rescue", "always", "listen", "remote_user", "action", "local_action",
-             "delegate_facts", "connection", "async", "poll")
+             "delegate_facts", "connection", "async", "poll", "environment", "no_log")
 ASYNC_MODULES = ("command", "shell")    # a module whose host work is one command line
 DEFAULT_POLL = 15                       # ansible-core's DEFAULT_POLL_INTERVAL
 BLOCK_KEYS = ("name", "when", "tags", "vars", "become", "become_user", "check_mode",
-              "ignore_errors", "run_once", "delegate_to", "connection", "block", "rescue", "always", "remote_user")
+              "ignore_errors", "run_once", "delegate_to", "connection", "environment", "no_log", "block", "rescue",
+              "always", "remote_user")
 INCLUDE_KEYS = ("include_tasks", "import_tasks", "include_role", "import_role")
 DYNAMIC = ("include_tasks", "include_role")      # read when reached: may loop, may template the name
 LOOP_KEYS = ("loop", "with_items", "loop_control")
 INCLUDE_TASK_KEYS = BLOCK_KEYS[:-4] + ("remote_user", "args")
-ROLE_ENTRY_KEYS = ("role", "name", "when", "tags", "vars", "become", "become_user", "remote_user", "connection")
+ROLE_ENTRY_KEYS = ("role", "name", "when", "tags", "vars", "become", "become_user", "remote_user", "connection",
+                   "environment", "no_log")
 
 ROLE_FROM_KEYS = ("tasks_from", "vars_from", "defaults_from", "handlers_from")
 LOOP_CONTROL_KEYS = ("loop_var", "label")
 NOT_SUPPORTED = {
     "import_playbook": "import_playbook is a playbook entry, not a task or play key",
     "include": "'include' was removed from Ansible (2.16): use include_tasks or import_tasks",
-    "environment": "unknown key 'environment' (not supported: set variables in the command)",
 }
 
 
@@ -71,6 +73,8 @@ class Inherit:
     delegate_to: str | None = None
     remote_user: str | None = None
     connection: str | None = None        # the `connection` keyword: local or ssh
+    environment: list = field(default_factory=list)   # `environment` parts, outermost first
+    no_log: Any = False                  # true, false or a template rendered per host
     base_dir: str = "."                  # where a relative include_tasks file is looked for first
     role: str | None = None
     role_path: str | None = None
@@ -120,7 +124,9 @@ def inherit_keywords(m: Mapping, inh: Inherit):
         run_once=flag("run_once", inh.run_once),
         delegate_to=delegate.strip() if delegate is not None else inh.delegate_to,
         remote_user=want_str(m, "remote_user", default=inh.remote_user),
-        connection=want_connection(m, default=inh.connection))
+        connection=want_connection(m, default=inh.connection),
+        environment=list(inh.environment) + want_environment(m),
+        no_log=want_bool_or_template(m, "no_log", inh.no_log))
     return sub, {"when": own_when, "vars": own_vars}
 
 

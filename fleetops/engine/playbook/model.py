@@ -49,6 +49,8 @@ class Task:
     delegate_facts: bool = False                   # facts the task sets go to its delegate_to host
     remote_user: str | None = None                 # effective (play, blocks, own)
     connection: str | None = None                  # effective `connection` keyword: local, ssh or None
+    environment: list = field(default_factory=list)  # `environment` parts (play, role, blocks, own), outer first
+    no_log: Any = False                            # effective: true hides the result from every output
     role: str | None = None                        # the role this task comes from
     role_path: str | None = None                   # its directory: templates/ and files/ resolve there first
     defaults: dict = field(default_factory=dict)   # role defaults: below every other variable
@@ -98,6 +100,7 @@ class Play:
     become_user: str | None = None
     remote_user: str | None = None
     connection: str | None = None                   # the `connection` keyword (below ansible_connection)
+    environment: list = field(default_factory=list)  # the play's `environment` parts (fact gathering's too)
     strategy: str = "linear"                        # free runs as linear (README)
     order: str = "inventory"
     vars_files_where: list = field(default_factory=list, repr=False)

@@ -10,8 +10,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from fleetops.engine.playbook.checks import (IDENT, is_template, kind, want_bool, want_conditions, want_str,
-                                             want_str_list, want_vars)
+from fleetops.engine.playbook.checks import (IDENT, is_template, kind, want_bool, want_bool_or_template,
+                                             want_conditions, want_environment, want_str, want_str_list, want_vars)
 from fleetops.engine.playbook.keywords import (BUILTIN_PREFIXES, ORDERS, PLAY_BOOL_KEYS, PLAY_KEYS, STRATEGIES,
                                                Inherit, Load, unknown_keys, want_connection)
 from fleetops.engine.playbook.model import Play, Playbook, Task, walk_tasks
@@ -82,8 +82,9 @@ def _max_fail(mfp, where: str) -> float:
 
 
 def set_limit(play: Play, key: str, rendered) -> None:
-    """Set a templated serial / max_fail_percentage from its rendered value, checked as the
-    literal forms are; a bad value is a BadInput at the template's line."""
+    """Set a templated play keyword (hosts, serial, max_fail_percentage, strategy, order, a play
+    boolean) from its rendered value, checked as the literal forms are; a bad value is a
+    BadInput at the template's line."""
     where = play.limit_templates[key][1]
     if key in ("strategy", "order"):
         choices = STRATEGIES if key == "strategy" else ORDERS
@@ -97,6 +98,15 @@ def set_limit(play: Play, key: str, rendered) -> None:
         if flag is None:
             raise BadInput(f"'{key}' must render to true or false, not {rendered!r}", where=where)
         setattr(play, key, flag)
+    elif key == "hosts":
+        items = [i for r in (rendered if isinstance(rendered, list) else [rendered])
+                 for i in (r if isinstance(r, list) else [r])]
+        if not items or not all(isinstance(h, str) and h.strip() for h in items):
+            raise BadInput(f"'hosts' must render to a host pattern, not {rendered!r}", where=where)
+        written = [h.strip() for h in items]
+        if play.name == ",".join(play.hosts_written):     # the default name is the pattern, rendered
+            play.name = ",".join(written)
+        play.hosts, play.hosts_written = ":".join(written), written
     elif key == "serial":
         play.serial = [] if rendered in (None, "", []) else _serial_items(rendered, lambda i: where, where)
     else:
@@ -119,9 +129,9 @@ def build_play(m, base_dir: str, modules: dict, index: int, path: str, roles_pat
         hosts = ":".join(h.strip() for h in hosts)
     if not isinstance(hosts, str) or not hosts.strip():
         raise BadInput(f"'hosts' must be a host pattern, not {kind(hosts)}", where=m.value_where("hosts"))
-    if is_template(hosts):
-        raise BadInput("a templated 'hosts' is not supported: use a pattern and --limit",
-                       where=m.value_where("hosts"))
+    if is_template(hosts):   # rendered by validate() from play vars, vars_files, -e and groups
+        raw = [h.strip() for h in m["hosts"]] if isinstance(m["hosts"], list) else hosts.strip()
+        play.limit_templates["hosts"] = (raw, m.value_where("hosts"))
     play.hosts = hosts.strip()
     play.hosts_written = [h.strip() for h in m["hosts"]] if isinstance(m["hosts"], list) else [play.hosts]
     play.name = want_str(m, "name", default=",".join(play.hosts_written))
@@ -161,6 +171,7 @@ def build_play(m, base_dir: str, modules: dict, index: int, path: str, roles_pat
     play.become_user = want_str(m, "become_user")
     play.remote_user = want_str(m, "remote_user")
     play.connection = want_connection(m)
+    play.environment = want_environment(m)
     for key, choices, default in (("strategy", STRATEGIES, "linear"), ("order", ORDERS, "inventory")):
         if is_template(m.get(key)):
             play.limit_templates[key] = (str(m[key]), m.value_where(key))
@@ -171,7 +182,8 @@ def build_play(m, base_dir: str, modules: dict, index: int, path: str, roles_pat
                play_vars=dict(play.vars))
     play.base_dir = base_dir
     inherited = Inherit(tags=list(play.tags), become=play.become, become_user=play.become_user,
-                        remote_user=play.remote_user, connection=play.connection, base_dir=base_dir, load=ctx)
+                        remote_user=play.remote_user, connection=play.connection, base_dir=base_dir, load=ctx,
+                        environment=list(play.environment), no_log=want_bool_or_template(m, "no_log", False))
     for_handlers = inherited
     if outer is not None and outer.when:     # an import's `when` guards the tasks, not the handlers
         inherited = inherited.sub(when=list(outer.when))

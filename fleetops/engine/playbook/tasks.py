@@ -125,9 +125,9 @@ def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
     sub, own = inherit_keywords(m, inh)
     task.own.update(own)
     (task.when, task.tags, task.vars, task.become, task.become_user, task.check_mode, task.ignore_errors,
-     task.run_once, task.delegate_to, task.remote_user, task.connection) = (
+     task.run_once, task.delegate_to, task.remote_user, task.connection, task.environment, task.no_log) = (
         sub.when, sub.tags, sub.vars, sub.become, sub.become_user, sub.check_mode, sub.ignore_errors,
-        sub.run_once, sub.delegate_to, sub.remote_user, sub.connection)
+        sub.run_once, sub.delegate_to, sub.remote_user, sub.connection, sub.environment, sub.no_log)
     task.role, task.role_path, task.defaults = inh.role, inh.role_path, inh.defaults
 
     task.action = inc_key or (mods[0] if mods else None)

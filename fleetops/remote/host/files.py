@@ -186,7 +186,7 @@ def _attr_lines(changes, side):
 
 
 def copy(args, check, want_diff):
-    dest = os.path.expanduser(str(args.get("dest") or ""))
+    dest = os.path.expanduser(os.path.expandvars(str(args.get("dest") or "")))
     if not dest:
         raise Fail("dest is required")
     try:
@@ -295,7 +295,7 @@ def _make_dirs(path, mode):
 
 
 def file_state(args, check, want_diff):
-    path = os.path.expanduser(str(args.get("path") or ""))
+    path = os.path.expanduser(os.path.expandvars(str(args.get("path") or "")))
     if not path:
         raise Fail("path is required")
     path = path.rstrip("/") or "/"

@@ -166,7 +166,7 @@ def main(args):
     problem = _check_args(args)
     if problem:
         return _fail(problem)
-    path = os.path.expanduser(str(args["path"]))
+    path = os.path.expanduser(os.path.expandvars(str(args["path"])))
     check, want_diff = bool(args.get("_check")), bool(args.get("_diff"))
     state = args.get("state") or "present"
     try:

@@ -75,7 +75,7 @@ def describe(path, follow=False, get_checksum=True, algorithm="sha1", get_mime=T
 
 
 def main(args):
-    path = os.path.expanduser(str(args.get("path") or ""))
+    path = os.path.expanduser(os.path.expandvars(str(args.get("path") or "")))
     algorithm = args.get("checksum_algorithm") or "sha1"
     if algorithm not in ALGORITHMS:
         return {"changed": False, "failed": True, "msg": "checksum_algorithm must be one of %s" % ", ".join(ALGORITHMS)}

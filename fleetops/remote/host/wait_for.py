@@ -45,7 +45,7 @@ def main(args):
     if port is not None:
         what = "port %s:%s to be %s" % (host, port, "open" if want else "closed")
     else:
-        path = os.path.expanduser(str(path))
+        path = os.path.expanduser(os.path.expandvars(str(path)))
         what = "path %s to be %s" % (path, "present" if want else "absent")
     deadline = time.monotonic() + timeout
     while True:
