@@ -255,6 +255,10 @@ def include_block(m: Mapping, key: str, inh: Inherit, handler: bool, dynamic: bo
     public = args.get("public")
     if public is not None and not isinstance(public, bool):
         raise BadInput(f"'public' must be true or false, not {kind(public)}", where=args.value_where("public"))
+    if dynamic and public and (is_template(name) or any(is_template(v) for v in froms.values())):
+        raise BadInput("a templated include_role with 'public: true' is not supported: the role's vars and "
+                       "defaults reach the play when it is read, before the run; name the role (or use "
+                       "import_role)", where=args.value_where("public"))
     if dynamic:
         return DynamicInclude(what, name, froms, bool(public), outer if outer is not None else inh, handler,
                               args.where)

@@ -270,6 +270,8 @@ ERRORS = [
     ("- hosts: all\n  tasks: {a: 1}\n", "'tasks' must be a list", "2:10"),
     ("- name: no hosts\n  tasks: []\n", "play has no 'hosts'", "1:3"),
     ("- hosts: 3\n", "'hosts' must be a host pattern", "1:10"),
+    ("- hosts: all\n  tasks:\n    - include_role: {name: '{{ r }}', public: true}\n",
+     "a templated include_role with 'public: true' is not supported", "3:47"),
     ("- hosts: all\n  max_fail_percentage: 120\n", "'max_fail_percentage' must be a number from 0 to 100", "2:24"),
     ("- hosts: all\n  max_fail_percentage: 'ten'\n", "'max_fail_percentage' must be a number", "2:24"),
     ("- hosts: all\n  gather_facts: maybe\n", "'gather_facts' must be true or false", "2:17"),
