@@ -19,4 +19,6 @@ cd "$ROOT"
 bash "$ROOT/scripts/lint.sh" "$VENV/bin/python"
 # -rs: every skip is listed with its reason; tests/support/skip_policy.py fails the run on one outside its allow-list.
 # --durations: the 25 slowest tests, so the suite's time (CI has 20 minutes for it) is watched where it goes
-exec "$VENV/bin/python" -m pytest -p no:cacheprovider -rs --durations=25 "$@"
+# -n 2 --dist loadgroup: two workers (CI has two cores); what is outside tests/unit runs on one of
+# them in order (tests/conftest.py), the unit tests on the other
+exec "$VENV/bin/python" -m pytest -p no:cacheprovider -rs --durations=25 -n 2 --dist loadgroup "$@"

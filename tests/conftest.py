@@ -57,6 +57,56 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "lab: needs the local sshd lab (root)")
 
 
+_ROOTS_BUILD: dict = {}
+
+
+def pytest_collection_modifyitems(config, items):
+    """The README's command runs two pytest-xdist workers: every test outside tests/unit (the
+    lab's users and sshds, sudoers rules, the machine's dpkg, the shared caches) runs on one of
+    them, in order, and the unit tests run on the other beside them."""
+    for item in items:
+        if not item.nodeid.startswith("tests/unit/"):
+            item.add_marker(pytest.mark.xdist_group("machine"))
+
+
+def _mixed_kinds() -> list:
+    return [k for k in os.environ.get("FLEETOPS_LAB_MIXED", "aarch64,oldstable").split(",") if k]
+
+
+def pytest_collection_finish(session):
+    """When the mixed-lab tests are in this run and their roots are not built yet, build them now,
+    in the background at low priority, side by side with the tests before them (the arm64 root
+    takes minutes of qemu on a fresh machine; the `mixed_lab` fixture waits for it)."""
+    from fleetops.lab import rootfs
+
+    if (os.geteuid() != 0 or os.environ.get("FLEETOPS_LAB_SKIP_MIXED", "") not in ("", "0")
+            or os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0"      # one build; the others wait on its lock
+            or not any("lab/mixed/" in item.nodeid for item in session.items)):
+        return
+    kinds = [k for k in _mixed_kinds() if k in rootfs.KINDS and not rootfs.cached(k)]
+    if not kinds:
+        return
+    import subprocess
+    import sys
+    code = ("import sys; from concurrent.futures import ThreadPoolExecutor; from fleetops.lab import rootfs\n"
+            "with ThreadPoolExecutor(len(sys.argv) - 1) as pool:\n"
+            "    [f.result() for f in [pool.submit(rootfs.ensure, k) for k in sys.argv[1:]]]\n")
+    log = open(os.path.join(tempfile.gettempdir(), "fleetops-test-roots.log"), "wb")
+    _ROOTS_BUILD["proc"] = subprocess.Popen(["nice", "-n", "10", sys.executable, "-c", code, *kinds],
+                                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            start_new_session=True)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A roots build still running when the run ends is waited for, never cut off (debootstrap
+    killed mid-way would leave mounts inside its half-built root); the next run reuses it."""
+    proc = _ROOTS_BUILD.pop("proc", None)
+    if proc is not None and proc.poll() is None:
+        print(f"\nwaiting for the mixed-lab roots build (pid {proc.pid}) to finish; the next run reuses it",
+              flush=True)
+        proc.wait()
+
+
 @pytest.fixture(scope="session")
 def std_src(tmp_path_factory):
     """The standard corpus store (29 MB, 40 sessions, real hermes_state.SessionDB): one session copy."""
@@ -113,6 +163,8 @@ def mixed_lab():
     prefix = os.environ.get("FLEETOPS_LAB_PREFIX", "fotest")[:24] + "x"
     state_dir = tempfile.mkdtemp(prefix="fleetops-mixlab-")
     the_lab = Lab(state_dir, prefix=prefix)
+    if "proc" in _ROOTS_BUILD:
+        _ROOTS_BUILD["proc"].wait()       # its failure, if any, is up()'s to report: it builds again
     try:
         try:
             the_lab.up(1, mixed=kinds)
