@@ -55,6 +55,7 @@ def end_leftovers(prefix: str, n: int) -> list:
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "lab: needs the local sshd lab (root)")
+    config.addinivalue_line("markers", "xdist_group(name): run on one pytest-xdist worker with its group")
 
 
 _ROOTS_BUILD: dict = {}

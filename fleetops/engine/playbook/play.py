@@ -142,11 +142,19 @@ def build_play(m, base_dir: str, modules: dict, index: int, path: str, roles_pat
         items = raw_files if isinstance(raw_files, list) else [raw_files]
         for i, f in enumerate(items):
             where = raw_files.item_where(i) if isinstance(raw_files, Sequence) else m.value_where("vars_files")
-            if not isinstance(f, str) or not f.strip():
-                raise BadInput(f"'vars_files' items must be file paths, not {kind(f)}", where=where)
-            if is_template(f):
-                raise BadInput("a templated vars_files path is not supported", where=where)
-            play.vars_files.append(os.path.join(base_dir, os.path.expanduser(f)))
+            choices = f if isinstance(f, list) else [f]    # a list: the first of its files that exists
+            for c in choices:
+                if not isinstance(c, str) or not c.strip():
+                    raise BadInput(f"'vars_files' items must be file paths or lists of them, not {kind(c)}",
+                                   where=where)
+                if is_template(c):
+                    raise BadInput("a templated vars_files path is not supported (include_vars takes one, "
+                                   "read per host)", where=where)
+            paths = [os.path.join(base_dir, os.path.expanduser(c)) for c in choices]
+            found = next((p for p in paths if os.path.isfile(p)), None)
+            if found is None and len(paths) > 1:
+                raise BadInput(f"none of the vars_files alternatives exists: {', '.join(choices)}", where=where)
+            play.vars_files.append(found or paths[0])
             play.vars_files_where.append(where)
     if _any_template(m.get("serial")):
         play.limit_templates["serial"] = (_plain(m["serial"]), m.value_where("serial"))
