@@ -61,6 +61,7 @@ def pytest_configure(config):
 _ROOTS_BUILD: dict = {}
 
 
+@pytest.hookimpl(tryfirst=True)       # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     """The README's command runs two pytest-xdist workers: every test outside tests/unit (the
     lab's users and sshds, sudoers rules, the machine's dpkg, the shared caches) runs on one of
