@@ -55,20 +55,9 @@ def end_leftovers(prefix: str, n: int) -> list:
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "lab: needs the local sshd lab (root)")
-    config.addinivalue_line("markers", "xdist_group(name): run on one pytest-xdist worker with its group")
 
 
 _ROOTS_BUILD: dict = {}
-
-
-@pytest.hookimpl(tryfirst=True)       # before xdist's own hook reads the groups
-def pytest_collection_modifyitems(config, items):
-    """The README's command runs two pytest-xdist workers: every test outside tests/unit (the
-    lab's users and sshds, sudoers rules, the machine's dpkg, the shared caches) runs on one of
-    them, in order, and the unit tests run on the other beside them."""
-    for item in items:
-        if not item.nodeid.startswith("tests/unit/"):
-            item.add_marker(pytest.mark.xdist_group("machine"))
 
 
 def _mixed_kinds() -> list:
@@ -82,7 +71,6 @@ def pytest_collection_finish(session):
     from fleetops.lab import rootfs
 
     if (os.geteuid() != 0 or os.environ.get("FLEETOPS_LAB_SKIP_MIXED", "") not in ("", "0")
-            or os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0"      # one build; the others wait on its lock
             or not any("lab/mixed/" in item.nodeid for item in session.items)):
         return
     kinds = [k for k in _mixed_kinds() if k in rootfs.KINDS and not rootfs.cached(k)]
