@@ -17,29 +17,29 @@ SWAP_INTERRUPT_EXIT = 75   # what the cut payload exits with: no result, as if k
 
 
 def swap_cut_source(k: int) -> str:
-    """Python appended to hermes/image_swap's source: its journalled renames stop dead (os._exit) after
+    """Python appended to hermes/swap_journal's source: its journalled steps (renames, links) stop dead (os._exit) after
     the k-th (k=0: after the journal is written, before the first), as a power cut would."""
     return f'''
 
 _fi_real_run_journal = run_journal
-_fi_real_rename = _rename
+_fi_real_do = do
 
 
 def run_journal(loc, j):
     done = [0]
 
-    def cut(src, dst):
+    def cut(m, moves):
         if {k} == 0:
             os._exit({SWAP_INTERRUPT_EXIT})
-        _fi_real_rename(src, dst)
+        _fi_real_do(m, moves)
         done[0] += 1
         if done[0] == {k}:
             os._exit({SWAP_INTERRUPT_EXIT})
-    globals()["_rename"] = cut
+    globals()["do"] = cut
     try:
         return _fi_real_run_journal(loc, j)
     finally:
-        globals()["_rename"] = _fi_real_rename
+        globals()["do"] = _fi_real_do
 '''
 
 
@@ -76,7 +76,7 @@ def main(argv: list) -> None:
         mods = real(module, root)
         if cut is not None and module in ("hermes_quarantine", "hermes_swap", "hermes_rollback"):
             mods = dict(mods)
-            mods["fleetops.remote.hermes.image_swap"] += swap_cut_source(cut)
+            mods["fleetops.remote.hermes.swap_journal"] += swap_cut_source(cut)
         return mods
     payload.bundle_sources = bundle
     sys.argv = ["fleetops", *argv]

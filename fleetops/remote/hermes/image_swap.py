@@ -4,11 +4,13 @@ quarantine, swap, rollback and the recovery of an interrupted swap.
 Why this shape (field reports 01-03): state.db, -wal and -shm are one image, so they are
 copied aside together (quarantine, sha256 manifest) and moved aside together by rename
 (swap), sidecars first, so the new file never sits beside the old WAL (SQLite would replay
-the old frames onto it). Every rename is recorded in a journal on the host
+the old frames onto it); state.db itself is hard-linked aside and the new file renamed over it,
+so the path never stands empty for a respawning backend to create a new store at. Every rename is recorded in a journal on the host
 (~/.hermes/fleetops/state/swap-journal.json, written and fsynced before each step); the
 files are identified by (st_dev, st_ino), so the next run can tell exactly which renames
 happened and finish the swap or undo it, never leaving it half done. Nothing is deleted or
-overwritten: a rename never lands on an existing path, and a rollback moves the current
+overwritten: a rename never lands on an existing path (but the one state.db a link just put
+aside), and a rollback moves the current
 file aside before putting the quarantined original back (sha256 checked).
 All steps refuse while any process holds the database, except Hermes processes waiting at the
 fence (hermes_fence), which can neither read nor write it; after the moves the swap stops every
@@ -25,17 +27,11 @@ from fleetops.remote.hermes import fence as hermes_fence
 from fleetops.remote.hermes import holders as hermes_holders
 from fleetops.remote.hermes import paths as hermes_paths
 from fleetops.remote.hermes import steplib
+from fleetops.remote.hermes import swap_journal as sj
+from fleetops.remote.hermes.swap_journal import SwapError, journal_path
 from fleetops.remote.host.durable import fsync_dir, fsync_file, sha256_file
 
 SIDECARS = steplib.SIDECARS
-
-
-class SwapError(Exception):
-    """A refusal or a failed precondition; the message says what to do."""
-
-
-def journal_path(loc):
-    return os.path.join(loc["fleetops"], "state", "swap-journal.json")
 
 
 def pointer_path(loc):
@@ -72,73 +68,6 @@ def no_holders(loc, force=False):
     return sc
 
 
-def _same_dev(a, b):
-    return os.stat(a).st_dev == os.stat(b).st_dev
-
-
-# ---------------------------------------------------------------- the journal engine
-
-def _where(m):
-    """"src" / "dst" when the file with the recorded inode is there, else None."""
-    for key in ("src", "dst"):
-        try:
-            st = os.lstat(m[key])
-        except OSError:
-            continue
-        if (st.st_dev, st.st_ino) == (m["dev"], m["ino"]):
-            return key
-    return None
-
-
-def _rename(src, dst):
-    """rename(2) that refuses to replace anything (an existing dst is never overwritten)."""
-    if os.path.lexists(dst):
-        raise SwapError("refusing to overwrite %s (moving %s)" % (dst, src))
-    os.rename(src, dst)
-    fsync_dir(os.path.dirname(dst))
-    if os.path.dirname(src) != os.path.dirname(dst):
-        fsync_dir(os.path.dirname(src))
-
-
-def _move(src, dst, role, sha=None):
-    st = os.lstat(src)
-    return {"src": src, "dst": dst, "role": role, "dev": st.st_dev, "ino": st.st_ino,
-            "size": st.st_size, "sha256": sha}
-
-
-def run_journal(loc, j):
-    """Write the journal, then do each rename, re-writing it before every step."""
-    path = journal_path(loc)
-    steplib.makedirs_private(os.path.dirname(path))
-    j["status"] = "pending"
-    j["next"] = 0
-    steplib.write_json(path, j)
-    for i, m in enumerate(j["moves"]):
-        j["next"] = i
-        steplib.write_json(path, j)
-        if _where(m) == "src":
-            _rename(m["src"], m["dst"])
-    j["next"] = len(j["moves"])
-    _finish_checks(j)
-    j["status"] = "done"
-    j["finished_at"] = steplib.iso()
-    steplib.write_json(path, j)
-    return j
-
-
-def _finish_checks(j):
-    """After the last move: owner/mode of the file now in place; sha256 of everything moved."""
-    post = j.get("post") or {}
-    if post.get("chmod") is not None and os.path.exists(j["db"]):
-        os.chmod(j["db"], int(post["chmod"], 8))
-    bad = []
-    for m in j["moves"]:
-        if m.get("sha256") and sha256_file(m["dst"]) != m["sha256"]:
-            bad.append(m["dst"])
-    if bad:
-        raise SwapError("sha256 mismatch after the moves: %s" % ", ".join(bad))
-
-
 def pending(loc):
     """The pending journal (any profile: the host lock serialises runs), or None."""
     j = steplib.read_json(journal_path(loc))
@@ -154,7 +83,7 @@ def resolve(loc, prefer="finish", force=False):
         return None
     jloc = dict(loc, db=j["db"])
     no_holders(jloc, force)
-    places = [_where(m) for m in j["moves"]]
+    places = [sj.where(m) for m in j["moves"]]
     lost = [m["src"] for m, p in zip(j["moves"], places) if p is None]
     if lost:
         raise SwapError("interrupted %s %s cannot be resolved: %s are neither at their source nor their "
@@ -172,13 +101,13 @@ def resolve(loc, prefer="finish", force=False):
     if decision == "finish":
         for m, p in zip(j["moves"], places):
             if p == "src":
-                _rename(m["src"], m["dst"])
-        _finish_checks(j)
+                sj.do(m, j["moves"])
+        sj.finish_checks(j)
         j["status"] = "done"
     else:
         for m, p in reversed(list(zip(j["moves"], places))):
             if p == "dst":
-                _rename(m["dst"], m["src"])
+                sj.undo(m)
         bad = [m["src"] for m in j["moves"] if m.get("sha256") and sha256_file(m["src"]) != m["sha256"]]
         if bad:
             raise SwapError("rolled back, but sha256 differs for %s" % ", ".join(bad))
@@ -272,7 +201,7 @@ def _current_matches(db, files):
 def _aside_dir(loc, qdir, name):
     """qdir/name when it is on state.db's filesystem (rename works), else a 0700 dir beside state.db."""
     d = os.path.join(qdir, name)
-    if _same_dev(qdir, loc["home"]):
+    if sj.same_dev(qdir, loc["home"]):
         steplib.makedirs_private(d)
         return d
     d = os.path.join(loc["home"], ".fleetops-%s-%s" % (name, os.path.basename(qdir)))
@@ -336,7 +265,7 @@ def swap(loc, new_db, qdir, expect_sha256=None, force=False, check=False):
     orig = os.stat(loc["db"])
     if reuse:
         pass
-    elif _same_dev(new_db, loc["home"]):
+    elif sj.same_dev(new_db, loc["home"]):
         os.rename(new_db, staged)
     else:
         if steplib.copy_private(new_db, staged) != sha_new:
@@ -350,11 +279,12 @@ def swap(loc, new_db, qdir, expect_sha256=None, force=False, check=False):
     fsync_dir(loc["home"])
     out_dir = _aside_dir(loc, qdir, "swapped-out")
     moves = []
-    for s in ("-wal", "-shm", ""):  # sidecars first: the new file never meets the old WAL
+    for s in ("-wal", "-shm"):  # sidecars first: the new file never meets the old WAL
         if os.path.exists(loc["db"] + s):
-            moves.append(_move(loc["db"] + s, os.path.join(out_dir, "state.db" + s), "original" + (s or "-db"),
+            moves.append(sj.move(loc["db"] + s, os.path.join(out_dir, "state.db" + s), "original" + s,
                                man["files"]["state.db" + s]["sha256"]))
-    moves.append(_move(staged, loc["db"], "new", sha_new))
+    moves += sj.db_moves(loc["db"], os.path.join(out_dir, "state.db"), "original-db", man["files"]["state.db"]["sha256"],
+                       staged, "new", sha_new)
     j = {"id": "swap-%s" % steplib.utc_ts(), "kind": "swap", "profile": loc["profile"], "db": loc["db"],
          "quarantine_dir": qdir, "created_at": steplib.iso(), "moves": moves, "post": {"chmod": "0600"},
          "new_sha256": sha_new}
@@ -363,7 +293,7 @@ def swap(loc, new_db, qdir, expect_sha256=None, force=False, check=False):
         # the new file is fenced too before it goes in place: a backend that opens state.db the
         # moment it appears waits there until the old file's holders are gone and the checks done
         hermes_fence.fence_file(loc, staged, "new")
-    run_journal(loc, j)
+    sj.run_journal(loc, j)
     man["swaps"].append({"journal": j["id"], "at": steplib.iso(), "swapped_out_dir": out_dir, "new_sha256": sha_new,
                          "new_size": os.path.getsize(loc["db"])})
     steplib.write_json(_manifest_path(qdir), man)
@@ -389,7 +319,7 @@ def rollback(loc, qdir, force=False, check=False):
     sources = {}
     for sw in reversed(man.get("swaps") or []):
         d = sw.get("swapped_out_dir")
-        if d and all(os.path.exists(os.path.join(d, n)) for n in man["files"]) and _same_dev(d, loc["home"]):
+        if d and all(os.path.exists(os.path.join(d, n)) for n in man["files"]) and sj.same_dev(d, loc["home"]):
             sources = dict((n, os.path.join(d, n)) for n in man["files"])
             break
     for n, path in sources.items():
@@ -418,20 +348,25 @@ def rollback(loc, qdir, force=False, check=False):
         os.chmod(sources[n], int(rec.get("mode") or "0600", 8) & 0o666 or 0o600)
     rb_dir = _aside_dir(loc, qdir, "rolled-back-%s" % stamp)
     moves = []
-    for s in ("-wal", "-shm", ""):
+    for s in ("-wal", "-shm"):
         if os.path.exists(loc["db"] + s):
-            moves.append(_move(loc["db"] + s, os.path.join(rb_dir, "state.db" + s), "current" + (s or "-db"),
+            moves.append(sj.move(loc["db"] + s, os.path.join(rb_dir, "state.db" + s), "current" + s,
                                sha256_file(loc["db"] + s)))
-    for s in ("", "-wal", "-shm"):
+    if os.path.exists(loc["db"]):
+        moves += sj.db_moves(loc["db"], os.path.join(rb_dir, "state.db"), "current-db", sha256_file(loc["db"]),
+                           sources["state.db"], "original-db", man["files"]["state.db"]["sha256"])
+    else:
+        moves.append(sj.move(sources["state.db"], loc["db"], "original-db", man["files"]["state.db"]["sha256"]))
+    for s in ("-wal", "-shm"):
         n = "state.db" + s
         if n in man["files"]:
-            moves.append(_move(sources[n], loc["db"] + s, "original" + (s or "-db"), man["files"][n]["sha256"]))
+            moves.append(sj.move(sources[n], loc["db"] + s, "original" + s, man["files"][n]["sha256"]))
     j = {"id": "rollback-%s" % stamp, "kind": "rollback", "profile": loc["profile"], "db": loc["db"],
          "quarantine_dir": qdir, "created_at": steplib.iso(), "moves": moves, "post": {}}
     fenced = hermes_fence.keepers(loc)
     if fenced:
         hermes_fence.fence_file(loc, sources["state.db"], "original")
-    run_journal(loc, j)
+    sj.run_journal(loc, j)
     diff = _current_matches(loc["db"], man["files"])
     if diff:
         raise SwapError("rollback finished but %s" % ", ".join(diff))

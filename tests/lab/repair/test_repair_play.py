@@ -224,8 +224,8 @@ def test_fleet_repair_check_then_run_then_report_and_rollback(lab, seeder, std_s
 
 
 def test_controller_killed_mid_swap_then_rerun_finishes(lab, seeder, std_src, tmp_path):
-    """SIGKILL of `fleetops run` while the host is between swap renames (the swap payload dies after
-    its first rename: state.db is gone, the new file not yet in); the next run finishes the swap."""
+    """SIGKILL of `fleetops run` while the host is between swap steps (the swap payload dies after
+    its first: state.db linked aside, the new file not yet in); the next run finishes the swap."""
     name = "lab05"
     info = seed(seeder, name, "garbage_leaf_pages", ("gateway",), std_src, tmp_path)
     h = seeder.host(name)
@@ -249,7 +249,7 @@ def test_controller_killed_mid_swap_then_rerun_finishes(lab, seeder, std_src, tm
         if ctl.poll() is None:
             os.kill(ctl.pid, signal.SIGKILL)
             ctl.wait(timeout=60)
-    # the host-side payload dies after its first rename (the hook), with or without its controller
+    # the host-side payload dies after its first step (the hook), with or without its controller
     j = json.loads(journal.read_text())
     first, last = j["moves"][0], j["moves"][-1]
     end = time.monotonic() + 120
@@ -259,8 +259,8 @@ def test_controller_killed_mid_swap_then_rerun_finishes(lab, seeder, std_src, tm
     # half-swapped on the host right now: the journal pending, the new file not in place
     j = json.loads(journal.read_text())
     assert j["status"] == "pending" and last["role"] == "new" and os.path.exists(last["src"])
-    if first["role"] == "original-db":
-        assert not os.path.exists(h["db"])
+    if first["role"] == "original-db":     # linked aside: state.db is still the original, never missing
+        assert first["mode"] == "link" and os.stat(h["db"]).st_ino == os.stat(first["dst"]).st_ino
     man = json.loads((Path(j["quarantine_dir"]) / "manifest.json").read_text())
 
     rc, doc = run_cli(lab, results, "-l", name, hermes_bin=seeder.hermes)

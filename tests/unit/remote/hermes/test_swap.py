@@ -182,7 +182,7 @@ def test_interrupted_swap_is_finished_or_rolled_back(wal_home, tmp_path, k, pref
     new = make_new_db(tmp_path, db)
     new_sha = sha(new)
     rc, res, err = run_payload_subprocess("hermes.swap", args_for(
-        wal_home, new_db=str(new), quarantine_dir=qdir, expect_sha256=new_sha), inject=swap_cut_source(k), inject_into="hermes.image_swap")
+        wal_home, new_db=str(new), quarantine_dir=qdir, expect_sha256=new_sha), inject=swap_cut_source(k), inject_into="hermes.swap_journal")
     assert rc == SWAP_INTERRUPT_EXIT and res is None, err  # killed mid-swap, no answer
     j = json.loads((wal_home / "fleetops" / "state" / "swap-journal.json").read_text())
     assert j["status"] == "pending"
@@ -221,7 +221,7 @@ def test_interrupted_swap_resolved_by_the_next_quarantine(wal_home, tmp_path):
     new = make_new_db(tmp_path, db)
     new_sha = sha(new)
     rc, _, err = run_payload_subprocess("hermes.swap", args_for(
-        wal_home, new_db=str(new), quarantine_dir=qdir), inject=swap_cut_source(2), inject_into="hermes.image_swap")
+        wal_home, new_db=str(new), quarantine_dir=qdir), inject=swap_cut_source(2), inject_into="hermes.swap_journal")
     assert rc == SWAP_INTERRUPT_EXIT, err
     assert os.path.exists(db) and not os.path.exists(str(db) + "-wal")  # wal and shm moved, db not yet
     r = hermes_quarantine.main(args_for(wal_home, action="quarantine"))
@@ -280,3 +280,39 @@ def test_cut_off_quarantine_is_set_aside_by_the_next(wal_home):
     assert Path(qdir1).is_dir() and (Path(qdir1) / "manifest.json").exists()
     assert r["manifest"]["set_aside"] and "default-20260101T000000Z.incomplete" in r["msg"]
     assert image_swap.latest_quarantine(steplib.locate(args_for(wal_home))) == r["quarantine_dir"]
+
+
+def test_state_db_never_stands_empty_during_the_swap_or_the_rollback(wal_home, tmp_path):
+    """A Hermes backend that respawns and opens state.db at the wrong moment would make SQLite
+    create a new, empty store there (seen: the swap then refused, and the repair failed, under
+    load): the old file is hard-linked aside and the new one renamed over it, so the path is
+    never missing. A watcher looks at the path the whole time; the journals say how it was done."""
+    import threading
+
+    db = wal_home / "state.db"
+    qdir, _ = quarantine(wal_home)
+    new = make_new_db(tmp_path, db)
+    missing, stop = [], threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            if not os.path.lexists(db):
+                missing.append(1)
+
+    t = threading.Thread(target=watch)
+    t.start()
+    try:
+        r = hermes_swap.main(args_for(wal_home, action="swap", new_db=str(new), quarantine_dir=qdir,
+                                      expect_sha256=sha(new)))
+        assert not r["failed"], r["msg"]
+        rb = hermes_rollback.main(args_for(wal_home, action="rollback", quarantine_dir=qdir))
+        assert not rb["failed"], rb["msg"]
+    finally:
+        stop.set()
+        t.join()
+    assert not missing
+    for name in (r["swap"]["journal"], rb["rollback"]["journal"]):
+        j = json.loads((Path(qdir) / ("%s.journal.json" % name)).read_text())
+        by_role = {m["role"]: m.get("mode") for m in j["moves"]}
+        aside, incoming = ("original-db", "new") if name.startswith("swap") else ("current-db", "original-db")
+        assert (by_role[aside], by_role[incoming]) == ("link", "replace"), j["moves"]
