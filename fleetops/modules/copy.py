@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import os
 
-from fleetops.engine.module import Arg, Module, TaskContext, result
+from fleetops.engine.module import Arg, Module, TaskContext, flag, result
 
 MAX_CONTENT = 32 * 1024 * 1024
 
@@ -21,6 +21,7 @@ DEST_ARGS = {
     "owner": Arg((str, int)),
     "group": Arg((str, int)),
     "backup": Arg(bool, default=False),
+    "force": Arg(bool, default=True),     # false: an existing dest is left as it is
 }
 
 
@@ -55,6 +56,7 @@ def put_content(ctx: TaskContext, args: dict, content: bytes, basename: str | No
         "owner": args.get("owner"),
         "group": args.get("group"),
         "backup": bool(args.get("backup")),
+        "force": flag(args.get("force", True)),
     }
     res = ctx.payload(payload, pargs)
     if not ctx.diff:

@@ -214,6 +214,9 @@ def copy(args, check, want_diff):
         st = os.stat(dest)
     except FileNotFoundError:
         pass
+    if st is not None and args.get("force") is False:
+        # force: false, as ansible-core: an existing dest is left exactly as it is (content and attributes)
+        return _result(changed=False, msg="", dest=dest)
     if st is not None and not stat.S_ISREG(st.st_mode):
         raise Fail("%s exists and is not a regular file" % dest)
     old = None

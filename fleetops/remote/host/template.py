@@ -3,5 +3,5 @@ from fleetops.remote.host import files
 
 
 def main(args):
-    """{dest, content_b64, basename?, mode?, owner?, group?, backup?, _check?, _diff?}."""
+    """{dest, content_b64, basename?, mode?, owner?, group?, backup?, force?, _check?, _diff?}."""
     return files.run(args, files.copy)
