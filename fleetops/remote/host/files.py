@@ -297,6 +297,33 @@ def _make_dirs(path, mode):
         os.chmod(d, mode)
 
 
+def _link(path, have, args, check):
+    """state: link, as ansible-core decides it: a symlink at `path` to `src` (kept as written;
+    relative to the link's directory), replaced atomically when it points elsewhere; a missing
+    src or a regular file at `path` needs force (the file is then replaced by the link); a
+    directory is never replaced."""
+    src = args.get("src")
+    if not src:
+        raise Fail("src is required for state: link")
+    src = os.path.expanduser(os.path.expandvars(str(src)))
+    if any(args.get(k) is not None for k in ("mode", "owner", "group")):
+        raise Fail("mode, owner and group are not supported with state: link (they would change its target)")
+    target = src if os.path.isabs(src) else os.path.join(os.path.dirname(path), src)
+    force = bool(args.get("force"))
+    if not os.path.lexists(target) and not force:
+        raise Fail("src file does not exist, use 'force=yes' if you really want to create the link: %s" % target)
+    if have == "link" and os.readlink(path) == src:
+        return False
+    if have in ("directory", "other") or (have == "file" and not force):
+        raise Fail("refusing to convert from %s to symlink for %s" % (have, path))
+    if not check:
+        tmp = "%s.fleetops-link-%d" % (path, os.getpid())
+        os.symlink(src, tmp)
+        os.rename(tmp, path)          # over an old link (or, with force, a file): never a moment without one
+        fsync_dir(os.path.dirname(path) or ".")
+    return True
+
+
 def file_state(args, check, want_diff):
     path = os.path.expanduser(os.path.expandvars(str(args.get("path") or "")))
     if not path:
@@ -356,8 +383,11 @@ def file_state(args, check, want_diff):
         if have == "directory":
             raise Fail("%s is a directory, not a file" % path)
         changes = _attr_changes(os.stat(path), mode, uid, gid)
+    elif want == "link":
+        changed = _link(path, have, args, check)
+        after = [("state", "link"), ("src", str(args.get("src")))]
     else:
-        raise Fail("unknown state %r (directory, absent, touch, file)" % (want,))
+        raise Fail("unknown state %r (directory, absent, touch, file, link)" % (want,))
 
     if changes:
         changed = True
@@ -373,6 +403,8 @@ def file_state(args, check, want_diff):
     else:
         msg = "%s already %s" % (path, want)
     out = _result(changed=changed, msg=msg, path=path, state=want)
+    if want == "link":
+        out.update(dest=path, src=os.path.expanduser(os.path.expandvars(str(args.get("src")))))
     if want_diff:
         out["diff"] = state_diff(path, before, after) if changed else ""
     return out
