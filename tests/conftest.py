@@ -78,9 +78,7 @@ def pytest_collection_finish(session):
         return
     import subprocess
     import sys
-    code = ("import sys; from concurrent.futures import ThreadPoolExecutor; from fleetops.lab import rootfs\n"
-            "with ThreadPoolExecutor(len(sys.argv) - 1) as pool:\n"
-            "    [f.result() for f in [pool.submit(rootfs.ensure, k) for k in sys.argv[1:]]]\n")
+    code = "import sys; from fleetops.lab import rootfs; rootfs.ensure_all(sys.argv[1:])"
     log = open(os.path.join(tempfile.gettempdir(), "fleetops-test-roots.log"), "wb")
     _ROOTS_BUILD["proc"] = subprocess.Popen(["nice", "-n", "10", sys.executable, "-c", code, *kinds],
                                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

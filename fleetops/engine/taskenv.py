@@ -24,10 +24,6 @@ class EnvironmentError_(ValueError):
     """An `environment` part that does not give names and values; the task fails with it."""
 
 
-def _text(value) -> str:
-    return value if isinstance(value, str) else str(value)
-
-
 def render_environment(parts: list, templar: Templar, variables: dict, omit: str | None = None) -> dict:
     """{NAME: text} for the task on this host; TemplateError for an undefined variable,
     EnvironmentError_ for a part that is not a mapping or a name a shell cannot export."""
@@ -49,7 +45,7 @@ def render_environment(parts: list, templar: Templar, variables: dict, omit: str
             if not isinstance(k, str) or not NAME.match(k):
                 raise EnvironmentError_(f"environment variable name {k!r} is not valid (letters, digits, "
                                         f"underscore; not starting with a digit)")
-            text = _text(v)
+            text = str(v)
             if "\0" in text:
                 raise EnvironmentError_(f"environment variable {k} holds a NUL character")
             out[k] = text

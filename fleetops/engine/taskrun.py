@@ -277,7 +277,7 @@ class TaskRunner:
                                  exception=traceback.format_exc(limit=8))
 
     def _no_log(self) -> bool:
-        flag = getattr(self.task, "no_log", False)
+        flag = self.task.no_log
         if Templar.is_template(flag):
             try:
                 flag = self.templar.evaluate(flag, self.variables or {})

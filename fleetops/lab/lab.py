@@ -98,7 +98,7 @@ class Lab:
         sshd = self._ensure_sshd() if n >= 1 else None
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
         os.makedirs(self.state_dir, mode=0o755, exist_ok=True)
-        roots = self._roots(kinds)          # before any host starts
+        roots = rootfs.ensure_all(kinds, log=self._log)   # before any host starts; side by side
         with self._state_lock():
             state = self._load()
             self._ensure_client_key()
@@ -285,16 +285,6 @@ class Lab:
         if os.geteuid() != 0:
             raise LabError("fleetops lab needs root (it creates Unix users and runs sshd servers); "
                            "run it with sudo, e.g. `sudo fleetops lab up 8`")
-
-    def _roots(self, kinds) -> dict:
-        """The mixed kinds' roots, built side by side when missing (the emulated arm64 one takes
-        minutes of qemu; the native one's build fits inside it)."""
-        if len(kinds) < 2:
-            return {k: rootfs.ensure(k, log=self._log) for k in kinds}
-        from concurrent.futures import ThreadPoolExecutor
-        with ThreadPoolExecutor(max_workers=len(kinds)) as pool:
-            futures = {k: pool.submit(rootfs.ensure, k, self._log) for k in kinds}
-            return {k: f.result() for k, f in futures.items()}
 
     def _ensure_sshd(self) -> str:
         path = sshd_path()

@@ -307,6 +307,18 @@ def ensure(kind: str, log=None) -> dict:
         return {"root": p["root"], "stamp": stamp, "built": True}
 
 
+def ensure_all(kinds, log=None) -> dict:
+    """ensure() of each kind, the builds side by side (the emulated arm64 one takes minutes of
+    qemu; a native one's build fits inside it): {kind: ensure()'s answer}."""
+    kinds = list(kinds)
+    if len(kinds) < 2:
+        return {k: ensure(k, log=log) for k in kinds}
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=len(kinds)) as pool:
+        futures = {k: pool.submit(ensure, k, log) for k in kinds}
+        return {k: f.result() for k, f in futures.items()}
+
+
 def _build(kind: str, p: dict, log) -> dict:
     k = KINDS[kind]
     debootstrap = _tool("debootstrap", ("/usr/sbin/debootstrap",), "debootstrap")

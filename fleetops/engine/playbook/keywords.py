@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetops.engine.connection.transport import CONNECTIONS, connection_name
-from fleetops.engine.playbook.checks import (close, want_bool, want_bool_or_template, want_conditions, want_environment, want_str, want_str_list,
-                                             want_vars)
+from fleetops.engine.playbook.checks import (close, want_bool, want_bool_or_template, want_conditions,
+                                             want_environment, want_str, want_str_list, want_vars)
 from fleetops.engine.yamlsrc import Mapping
 from fleetops.errors import BadInput
 

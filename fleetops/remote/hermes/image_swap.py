@@ -2,16 +2,16 @@
 quarantine, swap, rollback and the recovery of an interrupted swap.
 
 Why this shape (field reports 01-03): state.db, -wal and -shm are one image, so they are
-copied aside together (quarantine, sha256 manifest) and moved aside together by rename
-(swap), sidecars first, so the new file never sits beside the old WAL (SQLite would replay
-the old frames onto it); state.db itself is hard-linked aside and the new file renamed over it,
-so the path never stands empty for a respawning backend to create a new store at. Every rename is recorded in a journal on the host
-(~/.hermes/fleetops/state/swap-journal.json, written and fsynced before each step); the
-files are identified by (st_dev, st_ino), so the next run can tell exactly which renames
-happened and finish the swap or undo it, never leaving it half done. Nothing is deleted or
-overwritten: a rename never lands on an existing path (but the one state.db a link just put
-aside), and a rollback moves the current
-file aside before putting the quarantined original back (sha256 checked).
+copied aside together (quarantine, sha256 manifest) and moved aside together (swap), sidecars
+first, so the new file never sits beside the old WAL (SQLite would replay the old frames onto
+it); state.db itself is hard-linked aside and the new file renamed over it, so the path never
+stands empty for a respawning backend to create a new store at. Every step is recorded in a
+journal on the host (~/.hermes/fleetops/state/swap-journal.json, written and fsynced before
+each step; swap_journal); the files are identified by (st_dev, st_ino), so the next run can
+tell exactly which steps happened and finish the swap or undo it, never leaving it half done.
+Nothing is deleted or overwritten: a rename never lands on an existing path (but the state.db
+a link has just put aside), and a rollback moves the current file aside before putting the
+quarantined original back (sha256 checked).
 All steps refuse while any process holds the database, except Hermes processes waiting at the
 fence (hermes_fence), which can neither read nor write it; after the moves the swap stops every
 process still holding the old inodes, then lifts the fence.
