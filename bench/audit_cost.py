@@ -19,6 +19,10 @@ is the suite's BIG store) and kept in --store-dir, built once (3 GB takes a whil
 the repository.
 
     python3 bench/audit_cost.py [--sizes 0.3,1,3] [--repeats 3] [--store-dir /var/tmp/fleetops-bench-audit]
+                                [--sqlite pysqlite3]
+
+`--sqlite pysqlite3` measures every variant under pysqlite3-binary's newer SQLite (put in the place
+of the `sqlite3` module before anything imports it), as a host with SQLite 3.44+ runs them.
 """
 from __future__ import annotations
 
@@ -48,9 +52,17 @@ def _proc_io() -> dict:
         return {k: int(v) for k, v in (ln.split(": ") for ln in f.read().splitlines())}
 
 
+def use_sqlite(module: str) -> None:
+    """Put `module` (pysqlite3) in the place of the standard sqlite3 before anything imports it."""
+    if module == "pysqlite3":
+        import pysqlite3.dbapi2
+        sys.modules["sqlite3"] = pysqlite3.dbapi2
+
+
 def child(kind: str, db: str) -> dict:
     """One measurement in this (fresh) process: figures of this process only."""
     sys.path.insert(0, ROOT)
+    use_sqlite(os.environ.get("FLEETOPS_BENCH_SQLITE", "stdlib"))
     io0, t0, r0 = _proc_io(), time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     extra = {}
     if kind == "read":
@@ -98,10 +110,13 @@ def measure(kind: str, db: str, cold: bool) -> dict:
     else:
         child("read", db)          # warm: every page in the cache before the run
     p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", kind, db],
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, env=dict(os.environ, FLEETOPS_BENCH_SQLITE=SQLITE["module"]))
     if p.returncode != 0:
         raise RuntimeError("%s on %s failed: %s" % (kind, db, p.stderr[-800:]))
     return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+SQLITE = {"module": "stdlib"}
 
 
 def mb(n) -> str:
@@ -136,6 +151,13 @@ def report(size_gb: float, db: str, rows: dict) -> None:
         print("ratio audit/quick_check (warm wall): %.2fx; one job: %.2fx; budgeted: %.2fx" % (
             au["wall"] / qc["wall"], med[("audit_1job", False)]["wall"] / qc["wall"],
             med[("audit_budget", False)]["wall"] / qc["wall"]))
+        checks = rows[("audit", False)][-1]["checks"]
+        need = sum(c["cpu_seconds"] for c in checks.values())
+        cores = os.cpu_count() or 1
+        floor = max(need / cores, checks.get("integrity", {}).get("cpu_seconds", 0))
+        print("floor: the audit's checks took %.3f CPU s (warm, last run); on %d cores, and never under the "
+              "integrity check (one statement), no schedule of them takes under %.3f s: %.2fx quick_check alone"
+              % (need, cores, floor, floor / qc["wall"]))
     ac = med.get(("audit", True))
     if ac:
         print("audit reads (cold): %.2fx the file from disk (read_bytes), %.2fx through read() (rchar)"
@@ -150,11 +172,15 @@ def main() -> int:
     ap.add_argument("--sizes", default="0.3,1,3", help="store sizes in GB (0.3 is the suite's BIG store)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--store-dir", default=audit_stores.DEFAULT_DIR)
+    ap.add_argument("--sqlite", choices=("stdlib", "pysqlite3"), default="stdlib",
+                    help="which SQLite every variant runs on (pysqlite3: pysqlite3-binary's newer one)")
     ap.add_argument("--child", nargs=2, metavar=("KIND", "DB"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         print(json.dumps(child(*a.child)))
         return 0
+    SQLITE["module"] = a.sqlite
+    use_sqlite(a.sqlite)
     sizes = [float(s) for s in a.sizes.split(",")]
     dbs = {s: audit_stores.store(a.store_dir, s) for s in sizes}   # built before anything is timed
     print("python %s, SQLite %s, %d cores; load average before: %s" % (

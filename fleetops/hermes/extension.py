@@ -11,8 +11,9 @@ from fleetops.hermes.repair import (HermesHostlock, HermesQuarantine, HermesRepa
                                     HermesVerify)
 from fleetops.options import DEFAULT_FORKS, RESULTS_HELP, positive_int
 
-BUDGET_HELP = ("on a store bigger than GB gigabytes (GiB), skip the FTS index walk (the audit's costliest check) "
-               "unless --deep; the fleet table and JSON name every check skipped")
+BUDGET_HELP = ("on a store bigger than GB gigabytes (GiB), skip the audit's costliest FTS check unless --deep: the "
+               "index walk, or on SQLite 3.44+ FTS5's own check (quick_check then runs table by table); the fleet "
+               "table and JSON name every check skipped")
 
 MODULES = (audit.HermesAudit, HermesSnapshot, HermesStopWriters, HermesStartWriters, HermesQuarantine,
            HermesRepair, HermesSwap, HermesVerify, HermesRollback, HermesHostlock)
