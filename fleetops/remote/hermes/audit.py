@@ -76,8 +76,8 @@ def budget(rec, opts):
             over + ": neither FTS5's own integrity check (inside SQLite %s's whole-file quick_check) nor the "
             "FTS index walk run (--deep or a larger --budget runs them)" % sqlite3.sqlite_version,
             over + ": quick_check ran table by table, every b-tree but without the page accounting (the "
-            "freelist, pages on no b-tree or on two) that only its whole-file run does (--deep or a larger "
-            "--budget runs it)")
+            "freelist, pages on no b-tree or on two) that only its whole-file run does, and its error counts "
+            "stop at 100 a table (--deep or a larger --budget runs it whole)")
 
 
 def run_checks(rec, conn, connect, token, db, header, mode, objs, fts, tooling, opts):
