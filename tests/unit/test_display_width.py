@@ -48,6 +48,8 @@ def test_fleet_table(rows, width):
     for host in (LONG, "lab02", "lab03"):
         assert any(cells(ln)[:1] == [host] and len(cells(ln)) > 3 for ln in lines), (host, lines)
     header = next(ln for ln in lines if "verdict" in ln)
+    cost = " ".join(lines[next(i for i, ln in enumerate(lines) if ln.startswith("audit cost: ")):])
+    assert cost.startswith("audit cost: 2 stores, ") and "CPU s of checks" in cost     # the unreachable host has none
     if width == 80:
         assert "holders" not in header and "warnings" not in header
         # the columns left out come back under the table, for the rows that are not healthy
