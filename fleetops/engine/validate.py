@@ -157,7 +157,9 @@ def _runtime_names(play: Play, modules: dict, base_dir: str) -> set:
     defines (`defines(task, base_dir)`: include_vars' files)."""
     names = set()
     every = list(walk_tasks(list(play.tasks) + list(play.handlers)))
-    every += [c for t in every if t.dynamic is not None for c in walk_tasks(t.dynamic.candidates)]
+    for t in every:          # and the candidates' own candidates: each file is read once, wherever
+        if t.dynamic is not None:
+            every.extend(walk_tasks(t.dynamic.candidates))
     for t in every:
         if t.register:
             names.add(t.register)

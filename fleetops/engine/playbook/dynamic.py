@@ -61,7 +61,10 @@ def read_at_run_time(dyn: DynamicInclude, name: str, froms: dict) -> list:
 
 def candidate_tasks(dyn: DynamicInclude) -> list:
     """The tasks of every file a templated include_tasks name could give (each template part read
-    as a glob), for the names they define; a file that does not read as tasks is left to run time."""
+    as a glob), for the names they define; a file that does not read as tasks is left to run time.
+    Each file is read so once per play: its names are the play's whichever include reads it, and
+    candidates that include each other by a template ("{{ item }}" in every file of a directory)
+    would otherwise be read along every path through them."""
     if dyn.kind != "include_tasks" or not is_template(dyn.name):
         return []
     pattern = os.path.expanduser(_TEMPLATE.sub("*", dyn.name.strip()))
@@ -73,11 +76,17 @@ def candidate_tasks(dyn: DynamicInclude) -> list:
     for base in dict.fromkeys(bases):
         for path in sorted(glob.glob(os.path.join(base, pattern)))[:50]:
             path = os.path.normpath(path)
-            if path in seen or not os.path.isfile(path) or not path.endswith((".yml", ".yaml")):
+            if path in seen or path in inh.load.candidates_read or not os.path.isfile(path) \
+                    or not path.endswith((".yml", ".yaml")):
                 continue
             seen.add(path)
+            if path in inh.files:
+                continue                # the includer itself: read already, on this path
+            inh.load.candidates_read.add(path)
             try:
                 out += read_task_file(path, inh, dyn.handler, dyn.where)
-            except BadInput:
+            except BadInput as exc:
+                if "includes itself" in exc.msg:        # this path's fault, not the file's: another may read it
+                    inh.load.candidates_read.discard(path)
                 continue
     return out

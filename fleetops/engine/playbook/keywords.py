@@ -103,6 +103,7 @@ class Load:
     handler_files: set = field(default_factory=set)
     exported: list = field(default_factory=list)  # (vars, defaults) of the play's static roles, in load order
     play_vars: dict = field(default_factory=dict)  # what a templated import name may use
+    candidates_read: set = field(default_factory=set)  # files read for a templated include's names
 
 
 def inherit_keywords(m: Mapping, inh: Inherit):

@@ -386,3 +386,32 @@ def test_templated_limit_with_an_undefined_variable(tmp_path):
     # host variables do not apply: batches are cut before any host runs
     msg, _ = bad(tmp_path, "- hosts: all\n  max_fail_percentage: '{{ hermes_user }}'\n  tasks: []\n")
     assert "undefined variable 'hermes_user'" in msg
+
+
+def test_task_files_that_include_each_other_by_a_template_are_each_read_once(tmp_path, monkeypatch):
+    """trellis' deploy role: every task file ends with `include_tasks: "{{ include_path.item }}"`,
+    so each could name any other; read along every path through them, listing trellis/deploy.yml
+    took 43 s. Each is read once, and the names every one of them defines stay known."""
+    from fleetops.engine.playbook import includes
+    n = 7
+    for k in range(n):
+        write(tmp_path, f"""
+            - set_fact: {{fact_{k}: {k}}}
+            - include_tasks: "{{{{ next_file }}}}"
+        """, name=f"tasks/t{k}.yml")
+    reads: dict = {}
+    real = includes.load_yaml
+
+    def counted(path, *a, **kw):
+        reads[os.path.basename(path)] = reads.get(os.path.basename(path), 0) + 1
+        return real(path, *a, **kw)
+    monkeypatch.setattr(includes, "load_yaml", counted)
+    uses = " ".join("{{ fact_%d }}" % k for k in range(n))
+    run(tmp_path, f"""
+        - hosts: all
+          tasks:
+            - include_tasks: "tasks/{{{{ first_file }}}}"
+            - debug: {{msg: "{uses}"}}
+    """, extra_vars={"first_file": "t0.yml", "next_file": "t1.yml"})
+    reads.pop("play.yml")
+    assert reads == {f"t{k}.yml": 1 for k in range(n)}
