@@ -19,10 +19,12 @@ is the suite's BIG store) and kept in --store-dir, built once (3 GB takes a whil
 the repository.
 
     python3 bench/audit_cost.py [--sizes 0.3,1,3] [--repeats 3] [--store-dir /var/tmp/fleetops-bench-audit]
-                                [--sqlite pysqlite3]
+                                [--sqlite pysqlite3] [--memory-mb 512]
 
 `--sqlite pysqlite3` measures every variant under pysqlite3-binary's newer SQLite (put in the place
 of the `sqlite3` module before anything imports it), as a host with SQLite 3.44+ runs them.
+`--memory-mb N` runs each variant, cold, in a memory cgroup of N MB (root), so a store bigger than
+N cannot stay in the page cache: what the audit reads from the disk on a host short of memory.
 """
 from __future__ import annotations
 
@@ -104,19 +106,54 @@ def drop_cache(db: str) -> None:
             os.close(fd)
 
 
+class MemoryCgroup:
+    """A memory cgroup of `mb` MB (v2 where its memory controller is on, else v1) for one child:
+    its page cache is charged there, so a store bigger than the limit cannot stay cached, as on a
+    host whose free memory is smaller than its store."""
+
+    def __init__(self, mb: int):
+        v2 = "/sys/fs/cgroup"
+        name = "fleetops-bench-%d" % os.getpid()
+        if "memory" in (open(v2 + "/cgroup.controllers").read().split()
+                        if os.path.exists(v2 + "/cgroup.controllers") else []):
+            self.path, limit, self.procs = os.path.join(v2, name), "memory.max", "cgroup.procs"
+        else:
+            self.path, limit, self.procs = os.path.join(v2, "memory", name), "memory.limit_in_bytes", "tasks"
+        os.makedirs(self.path, exist_ok=True)
+        with open(os.path.join(self.path, limit), "w") as f:
+            f.write(str(mb * 2 ** 20))
+
+    def enter(self) -> None:
+        """In the child, before exec: join the cgroup."""
+        with open(os.path.join(self.path, self.procs), "w") as f:
+            f.write(str(os.getpid()))
+
+    def remove(self) -> None:
+        try:
+            os.rmdir(self.path)
+        except OSError:
+            pass
+
+
 def measure(kind: str, db: str, cold: bool) -> dict:
     if cold:
         drop_cache(db)
     else:
         child("read", db)          # warm: every page in the cache before the run
-    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", kind, db],
-                       capture_output=True, text=True, env=dict(os.environ, FLEETOPS_BENCH_SQLITE=SQLITE["module"]))
+    cg = MemoryCgroup(SQLITE["memory_mb"]) if SQLITE.get("memory_mb") else None
+    try:
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", kind, db],
+                           capture_output=True, text=True, preexec_fn=cg.enter if cg else None,
+                           env=dict(os.environ, FLEETOPS_BENCH_SQLITE=SQLITE["module"]))
+    finally:
+        if cg:
+            cg.remove()
     if p.returncode != 0:
         raise RuntimeError("%s on %s failed: %s" % (kind, db, p.stderr[-800:]))
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-SQLITE = {"module": "stdlib"}
+SQLITE: dict = {"module": "stdlib", "memory_mb": 0}
 
 
 def mb(n) -> str:
@@ -160,8 +197,10 @@ def report(size_gb: float, db: str, rows: dict) -> None:
               % (need, cores, floor, floor / qc["wall"]))
     ac = med.get(("audit", True))
     if ac:
-        print("audit reads (cold): %.2fx the file from disk (read_bytes), %.2fx through read() (rchar)"
-              % (ac["read_bytes"] / size, ac["rchar"] / size))
+        print("audit reads (cold%s): %.2fx the file from disk (read_bytes), %.2fx through read() (rchar)"
+              % (", %d MB of memory" % SQLITE["memory_mb"] if SQLITE["memory_mb"] else "",
+                 ac["read_bytes"] / size, ac["rchar"] / size))
+    if ac and au and qc:
         print("per GB: audit %.2f s warm, %.2f s cold, %.2f CPU s; quick_check %.2f s warm; read floor %.2f s cold"
               % (au["wall"] / gb, ac["wall"] / gb, au["cpu"] / gb, qc["wall"] / gb,
                  med[("read", True)]["wall"] / gb))
@@ -174,12 +213,15 @@ def main() -> int:
     ap.add_argument("--store-dir", default=audit_stores.DEFAULT_DIR)
     ap.add_argument("--sqlite", choices=("stdlib", "pysqlite3"), default="stdlib",
                     help="which SQLite every variant runs on (pysqlite3: pysqlite3-binary's newer one)")
+    ap.add_argument("--memory-mb", type=int, default=0,
+                    help="run each variant in a memory cgroup of this many MB, cold only (a host whose free "
+                         "memory is smaller than its store: what the audit then reads from the disk)")
     ap.add_argument("--child", nargs=2, metavar=("KIND", "DB"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         print(json.dumps(child(*a.child)))
         return 0
-    SQLITE["module"] = a.sqlite
+    SQLITE["module"], SQLITE["memory_mb"] = a.sqlite, a.memory_mb
     use_sqlite(a.sqlite)
     sizes = [float(s) for s in a.sizes.split(",")]
     dbs = {s: audit_stores.store(a.store_dir, s) for s in sizes}   # built before anything is timed
@@ -189,7 +231,7 @@ def main() -> int:
     t0, m0 = time.monotonic(), machine_cpu()
     for s in sizes:
         rows: dict = {}
-        keys = [(k, cold) for k in VARIANTS for cold in (True, False)]
+        keys = [(k, cold) for k in VARIANTS for cold in ((True,) if a.memory_mb else (True, False))]
         for rep in range(a.repeats):
             for key in rotated(keys, rep):
                 rows.setdefault(key, []).append(measure(key[0], dbs[s], key[1]))
