@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import statistics
 import threading
 
 from rich.markup import escape
@@ -195,9 +196,8 @@ def cost_summary(rows: list[dict]) -> str | None:
     timed = [r for r in rows if (r.get("cost") or {}).get("seconds") is not None]
     if not timed:
         return None
-    secs = sorted(r["cost"]["seconds"] for r in timed)
     top = max(timed, key=lambda r: r["cost"]["seconds"])
-    median = secs[len(secs) // 2] if len(secs) % 2 else (secs[len(secs) // 2 - 1] + secs[len(secs) // 2]) / 2
+    median = statistics.median(r["cost"]["seconds"] for r in timed)
     cpu = sum(r["cost"]["cpu_seconds"] or 0 for r in timed)
     reads = [r["cost"]["read_bytes"] for r in timed]
     read = "disk reads unmeasured" if None in reads else f"{sum(reads) / 1e9:.2f} GB read from disk"

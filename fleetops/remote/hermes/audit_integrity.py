@@ -180,8 +180,13 @@ def run_integrity(conn, objs, pragma, max_errors, table=None, owner_of=None):
     return out
 
 
-def integrity_fallback(conn, objs, pragma, owner_of=None):
-    """When the whole-file check aborts: check each real table alone to localise the damage.
+SCHEMA_TABLE = {"name": "sqlite_master", "type": "table", "tbl_name": "sqlite_master", "rootpage": 1,
+                "role": "table", "fts": None, "sql": ""}
+
+
+def integrity_fallback(conn, objs, pragma, owner_of=None, with_schema=False):
+    """When the whole-file check aborts: check each real table alone to localise the damage
+    (`with_schema`: sqlite_master too).
 
     PRAGMA quick_check(TABLE) needs SQLite 3.33+ and stops at 100 errors per table, so the
     counts are lower bounds; page accounting (unused pages) is not covered.
@@ -189,7 +194,7 @@ def integrity_fallback(conn, objs, pragma, owner_of=None):
     if sqlite3.sqlite_version_info < (3, 33, 0):
         return {"done": False, "reason": "SQLite %s has no per-table check" % sqlite3.sqlite_version}
     out = {"done": True, "tables": {}, "by_object": {}}
-    for o in objs.values():
+    for o in list(objs.values()) + ([SCHEMA_TABLE] if with_schema else []):
         if o["type"] != "table" or not o["rootpage"]:
             continue
         res = run_integrity(conn, objs, pragma, 100, table=o["name"], owner_of=owner_of)
@@ -234,23 +239,12 @@ def integrity_tables(conn, objs, pragma, owner_of, why):
     an SQLite whose whole-file check also runs each virtual table's own (FTS5's costs ten times the
     b-trees'). What that leaves out, `why` says: no virtual table's own check, and no page
     accounting (the freelist, pages on no b-tree or on two), which only the whole-file check does."""
-    fb = integrity_fallback(conn, objs, pragma, owner_of)
-    schema = run_integrity(conn, objs, pragma, 100, table="sqlite_master", owner_of=owner_of)
-    by_object = dict(fb.get("by_object") or {})
-    for name, g in schema["by_object"].items():
-        by_object.setdefault(name, g)
-    if schema["aborted"]:
-        by_object.setdefault("sqlite_master", {"count": 1, "kind": "table", "table": "sqlite_master",
-                                               "samples": ["check of sqlite_master aborted: " + schema["aborted"]]})
-    tables = dict(fb.get("tables") or {}, sqlite_master="ok" if schema["ok"] else (
-        schema["aborted"] or "%d errors" % schema["error_count"]))
-    out = {"check": pragma, "max_errors": None, "ok": False, "error_count": 0, "capped": False, "aborted": None,
-           "by_object": by_object, "lines": [], "unreferenced_pages": 0, "by_table": tables, "tables_only": why}
-    out["error_count"] = sum(g["count"] for g in out["by_object"].values())
-    out["ok"] = bool(fb.get("done")) and not out["by_object"]
-    for g in out["by_object"].values():
-        out["lines"].extend(g["samples"])
-    return out
+    fb = integrity_fallback(conn, objs, pragma, owner_of, with_schema=True)
+    by_object = fb.get("by_object") or {}
+    return {"check": pragma, "max_errors": None, "ok": bool(fb.get("done")) and not by_object,
+            "error_count": sum(g["count"] for g in by_object.values()), "capped": False, "aborted": None,
+            "by_object": by_object, "lines": [line for g in by_object.values() for line in g["samples"]],
+            "unreferenced_pages": 0, "by_table": fb.get("tables"), "tables_only": why}
 
 
 def integrity(conn, objs, pragma, max_errors, owner_of, tables_only=None):
