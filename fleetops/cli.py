@@ -175,6 +175,20 @@ def cmd_run(args) -> int:
     return done.exit_code
 
 
+def _print_hosts_json(args, names, inventory, secret_values) -> None:
+    """The --json document, written a host at a time: a 50,000-host fleet is never held twice
+    (its variables and their text) in memory. The bytes are json.dumps' of the whole document."""
+    from fleetops.engine.clean import clean
+
+    def dumps(value):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    out = sys.stdout
+    out.write(f'{{"inventory": {dumps(args.inventory)}, "pattern": {dumps(args.limit or "all")}, "hosts": {{')
+    for i, h in enumerate(names):
+        out.write(f'{", " if i else ""}{dumps(h)}: {dumps(clean(inventory.get_vars(h) or {}, secret_values))}')
+    out.write("}}\n")
+
+
 def cmd_hosts(args) -> int:
     _require_file(args.inventory, "inventory")
     from fleetops.engine.inventory import load_inventory
@@ -185,11 +199,10 @@ def cmd_hosts(args) -> int:
     names = inventory.select(args.limit or "all")
     if not names:
         raise BadInput(f"pattern {args.limit or 'all'!r} matches no host", where=args.inventory)
-    data = {h: clean(inventory.get_vars(h) or {}, secret_values) for h in names}
     if args.json:
-        print(json.dumps({"inventory": args.inventory, "pattern": args.limit or "all", "hosts": data},
-                         ensure_ascii=False, default=str))
+        _print_hosts_json(args, names, inventory, secret_values)
         return 0
+    data = {h: clean(inventory.get_vars(h) or {}, secret_values) for h in names}
     from rich.markup import escape
     console = _console()
     for h in names:

@@ -71,6 +71,8 @@ def mask(obj):
         return [mask(v) for v in obj]
     if isinstance(obj, tuple):
         return tuple(mask(v) for v in obj)
+    if isinstance(obj, (str, int, float, bool, type(None))):
+        return obj
     return copy.deepcopy(obj)
 
 

@@ -16,6 +16,7 @@ class Builder:
 
     def __init__(self, path: str):
         self.inv = Inventory(path)
+        self._members: dict = {}           # group -> its hosts as a set: a membership test per host line
         self.group("all")
         self.group("ungrouped")
 
@@ -78,7 +79,11 @@ class Builder:
         if host is None:
             host = self.inv.hosts[name] = Host(name, where)
         g = self.inv.groups[group]
-        if name not in g.hosts:
+        members = self._members.get(group)
+        if members is None:
+            members = self._members[group] = set(g.hosts)
+        if name not in members:
+            members.add(name)
             g.hosts.append(name)
         for key, value in variables.items():
             host.inventory_vars[key] = plain(value)
@@ -107,14 +112,16 @@ class Builder:
                 member_of[h].add(name)
         # `ungrouped` holds exactly the hosts in no other group, wherever they were first listed
         ungrouped.hosts = [h for h in ungrouped.hosts if not (member_of[h] - {"all", "ungrouped"})]
+        in_ungrouped = set(ungrouped.hosts)
         for h, groups in member_of.items():
             groups.discard("ungrouped")
-            if not (groups - {"all"}) and h not in ungrouped.hosts:
+            if not (groups - {"all"}) and h not in in_ungrouped:
+                in_ungrouped.add(h)
                 ungrouped.hosts.append(h)
         inv.all_own_hosts = list(all_group.hosts)
         all_group.hosts = list(inv.hosts)
         for h, groups in member_of.items():
-            if h in ungrouped.hosts:
+            if h in in_ungrouped:
                 groups.add("ungrouped")
             closure = set()
             todo = list(groups) + ["all"]

@@ -39,6 +39,9 @@ class _Declared:
         return f"{type(self).__name__}({self.name!r})"
 
 
+_IMMUTABLE = (str, int, float, bool, type(None))
+
+
 class Group(_Declared):
     """A group: its own members, its place in the tree and its variables by source."""
 
@@ -120,7 +123,9 @@ class Inventory:
         out: dict = {}
         for layer, _ in self._layers(hostname):
             out.update(layer)
-        out = copy.deepcopy(out)
+        for key, value in out.items():
+            if not isinstance(value, _IMMUTABLE):     # most inventory values are scalars: no copy needed
+                out[key] = copy.deepcopy(value)
         host = self._host(hostname)
         out["inventory_hostname"] = hostname
         out["inventory_hostname_short"] = short_name(hostname)
@@ -230,6 +235,8 @@ class Inventory:
 
 def short_name(hostname: str) -> str:
     """inventory_hostname_short: the name up to its first dot, but an IP address whole (as Ansible)."""
+    if ":" not in hostname and hostname.strip("0123456789."):   # neither IPv6 nor IPv4 can be
+        return hostname.split(".", 1)[0]
     try:
         ipaddress.ip_address(hostname)
         return hostname
