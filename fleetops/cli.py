@@ -150,7 +150,7 @@ def cmd_run(args) -> int:
     extra_vars = parse_extra_vars(args.extra_vars)
     cfg = _ansible_cfg(args)
     loaded = runner.load(bundled.resolve(args.playbook), args.inventory, extra_vars, limit=args.limit, note_secrets=SECRETS.update,
-                         ansible_cfg=cfg)
+                         ansible_cfg=cfg, modules=registry().modules)
     if args.list_hosts or args.list_tasks:
         from fleetops.engine.listing import outline
         print(outline(loaded.playbook, loaded.inventory, args.limit, hosts=args.list_hosts, tasks=args.list_tasks,

@@ -58,7 +58,3 @@ def registry() -> Registry:
         _registry = reg
     return _registry
 
-
-def get_modules() -> dict[str, type[Module]]:
-    """name -> Module class: every module a playbook may use."""
-    return dict(registry().modules)

@@ -58,8 +58,9 @@ def secret_values(inventory, extra_vars: dict, playbook=None) -> set:
 
 
 def load(playbook_path: str, inventory_path: str, extra_vars: dict, limit: str | None = None,
-         note_secrets=None, ansible_cfg=None) -> Loaded:
-    """Inventory, modules, playbook, validation: any problem is BadInput (exit 4), no host contacted.
+         note_secrets=None, ansible_cfg=None, *, modules: dict) -> Loaded:
+    """Inventory, playbook, validation against `modules` (name -> Module class, the composed
+    registry's, given by the caller): any problem is BadInput (exit 4), no host contacted.
 
     `note_secrets(values)` is told the secret values as soon as they are known, so an error
     line about a later step can already be scrubbed of them.
@@ -68,7 +69,6 @@ def load(playbook_path: str, inventory_path: str, extra_vars: dict, limit: str |
     from fleetops.engine.lint import check_playbook
     from fleetops.engine.playbook import load_playbook
     from fleetops.engine.validate import validate
-    from fleetops.extensions import get_modules
 
     note = note_secrets or (lambda values: None)
     for path, what in ((playbook_path, "playbook"), (inventory_path, "inventory")):
@@ -84,7 +84,6 @@ def load(playbook_path: str, inventory_path: str, extra_vars: dict, limit: str |
     note(secret_values(inventory, extra_vars))
     if limit and not inventory.select(limit):
         raise BadInput(f"--limit {limit!r} matches no host", where=inventory_path)
-    modules = get_modules()
     roles_path = ansible_cfg.roles_path if ansible_cfg else ()
     playbook = load_playbook(playbook_path, modules, roles_path) if roles_path else load_playbook(playbook_path, modules)
     validate(playbook, inventory, extra_vars, modules)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import yaml
 
-from fleetops.engine.templating import mark_unsafe
+from fleetops.engine.templating.unsafe import mark_unsafe
 from fleetops.errors import BadInput
 
 try:  # libyaml keeps correct marks (checked: line/column match the pure loader)

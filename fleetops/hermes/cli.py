@@ -47,7 +47,7 @@ def write_document(out, head: dict, hosts: dict, clean) -> None:
     out.flush()
 
 
-def audit(args) -> int:
+def audit(args, modules: dict) -> int:
     """Run playbooks/audit.yml on the inventory, store the figures, print the fleet table (or --json)."""
     from fleetops import bundled, runner
     from fleetops.engine.executor import RunOptions
@@ -57,7 +57,8 @@ def audit(args) -> int:
                   "fleetops_write_probe": bool(args.write_probe)}
     if args.budget:
         extra_vars["fleetops_audit_budget_gb"] = args.budget
-    loaded = runner.load(bundled.path("audit"), args.inventory, extra_vars, limit=args.limit, note_secrets=SECRETS.update)
+    loaded = runner.load(bundled.path("audit"), args.inventory, extra_vars, limit=args.limit, note_secrets=SECRETS.update,
+                         modules=modules)
     results_dir, results_db = results_target(args.results)
     options = RunOptions(limit=args.limit, extra_vars=extra_vars, check=False, forks=args.forks,
                          accept_new_host_keys=bool(args.accept_new_host_keys),

@@ -4,6 +4,7 @@ its modules, the `audit` / `inspect` / `salvage` commands, the audit section of
 from __future__ import annotations
 
 import argparse
+import functools
 
 from fleetops.hermes import audit, cli, salvage_cli, site
 from fleetops.hermes.repair import (HermesHostlock, HermesQuarantine, HermesRepair, HermesRollback,
@@ -36,7 +37,8 @@ def _command(fn):
     return cmd
 
 
-def add_commands(sub) -> None:
+def add_commands(sub, registry) -> None:
+    """The Hermes commands; `registry` is the composed one, whose modules `audit` runs with."""
     a = sub.add_parser("audit", help="read-only health audit of every Hermes state.db in the fleet")
     a.add_argument("-i", "--inventory", required=True, metavar="INVENTORY")
     a.add_argument("-l", "--limit", metavar="PATTERN")
@@ -52,7 +54,7 @@ def add_commands(sub) -> None:
     a.add_argument("--results", metavar="DIR|URL", help=RESULTS_HELP)
     a.add_argument("--accept-new-host-keys", action="store_true")
     a.add_argument("--known-hosts", metavar="FILE")
-    a.set_defaults(func=_command(cli.audit))
+    a.set_defaults(func=_command(functools.partial(cli.audit, modules=registry.modules)))
 
     ins = sub.add_parser("inspect", help="the audit checks on one local state.db")
     ins.add_argument("path", metavar="PATH")
@@ -88,7 +90,7 @@ def register(reg) -> None:
     """Add the Hermes part to a fleetops.extensions.Registry."""
     reg.description = "Run YAML playbooks over SSH across a fleet of Hermes hosts."
     reg.add_modules(MODULES)
-    reg.commands.append(add_commands)
+    reg.commands.append(functools.partial(add_commands, registry=reg))
     reg.report_options.append(add_report_options)
     reg.add_report_section(render_report, document_report)
     reg.site_views.append(site)

@@ -19,7 +19,7 @@ from fleetops.engine.lint import check_playbook
 from fleetops.engine.playbook import load_playbook
 from fleetops.engine.recap import result_status
 from fleetops.engine.validate import validate
-from fleetops.extensions import get_modules
+from fleetops.extensions import registry
 from tests.support import oracle
 from tests.support.playbook_run import Recorder
 
@@ -84,13 +84,13 @@ def ansible_results(playbook: str, inventory: str, known_hosts: str, ok_rc=(0,),
 def fleetops_results(playbook: str, inventory: str, extra_vars: dict | None = None) -> dict:
     """The same playbook run by fleetops (validated first, as the CLI does), read the same way."""
     inv = load_inventory(inventory)
-    book = load_playbook(playbook, get_modules())
-    validate(book, inv, extra_vars or {}, get_modules())
-    check_playbook(book, get_modules())
+    book = load_playbook(playbook, registry().modules)
+    validate(book, inv, extra_vars or {}, registry().modules)
+    check_playbook(book, registry().modules)
     rec = Recorder()
     run_playbook(book, inv, RunOptions(results_dir=os.path.join(os.path.dirname(playbook), "runs"),
                                        extra_vars=extra_vars or {}),
-                 rec, "parity", get_modules(), transport_factory=SSHTransport)
+                 rec, "parity", registry().modules, transport_factory=SSHTransport)
     out: dict = {}
     for host, _pi, _ti, name, module, res, *_ in rec.of("host_result"):
         if module == "meta":

@@ -16,7 +16,7 @@ from fleetops.engine.executor import RunOptions, run_playbook
 from fleetops.engine.inventory import load_inventory
 from fleetops.engine.connection.local import LocalTransport
 from fleetops.engine.playbook import load_playbook
-from fleetops.extensions import get_modules
+from fleetops.extensions import registry
 
 
 class Recorder(EventSink):
@@ -92,11 +92,11 @@ def run_yaml(tmp_path, playbook: str, inventory: str = LOCAL_INVENTORY, stop=Non
     if not inv_path.exists() or inventory is not LOCAL_INVENTORY:
         inv_path.write_text(textwrap.dedent(inventory))
     inventory_obj = load_inventory(str(inv_path))
-    book = load_playbook(str(pb), get_modules())
+    book = load_playbook(str(pb), registry().modules)
     opts.setdefault("results_dir", str(tmp_path / "runs"))
     rec = Recorder()
     rec.hooks.update(hooks or {})
-    outcome = run_playbook(book, inventory_obj, RunOptions(**opts), rec, "run-test", get_modules(),
+    outcome = run_playbook(book, inventory_obj, RunOptions(**opts), rec, "run-test", registry().modules,
                            stop=stop, transport_factory=transport_factory or LocalTransport)
     return outcome, rec
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 import os
 
 
-from fleetops.extensions import get_modules
+from fleetops.extensions import registry
 
 
 def test_registry_has_generic_modules():
-    mods = get_modules()
+    mods = registry().modules
     for name in ("command", "shell", "copy", "template", "file", "fetch", "wait_for", "assert",
                  "set_fact", "debug", "python"):
         assert mods[name].name == name

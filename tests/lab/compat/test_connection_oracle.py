@@ -89,9 +89,9 @@ def test_connection_keyword_as_ansible_core(lab_clean, tmp_path):
 ])
 def test_a_connection_fleetops_lacks_is_refused_at_its_line(tmp_path, text, fragment):
     from fleetops.engine.playbook import load_playbook
-    from fleetops.extensions import get_modules
+    from fleetops.extensions import registry
     pb = tmp_path / "pb.yml"
     pb.write_text("- hosts: all\n" + text + "  tasks:\n    - ping:\n")
     with pytest.raises(BadInput) as exc:
-        load_playbook(str(pb), get_modules())
+        load_playbook(str(pb), registry().modules)
     assert fragment in exc.value.msg and exc.value.where.endswith(":2:15")

@@ -9,7 +9,7 @@ from fleetops.engine.inventory import load_inventory
 from fleetops.engine.playbook import load_playbook
 from fleetops.engine.validate import validate
 from fleetops.errors import BadInput
-from fleetops.extensions import get_modules
+from fleetops.extensions import registry
 from tests.lab.engine.test_executor import lab_run
 
 pytestmark = pytest.mark.lab
@@ -40,7 +40,7 @@ def test_a_delegate_not_in_the_inventory(lab_clean, tmp_path):
     pb = tmp_path / "pb.yml"
     pb.write_text("- hosts: lab\n  tasks:\n    - command: 'true'\n      delegate_to: nowhere\n")
     with pytest.raises(BadInput) as exc:
-        validate(load_playbook(str(pb), get_modules()), load_inventory(lab_clean.inventory_path), {}, get_modules())
+        validate(load_playbook(str(pb), registry().modules), load_inventory(lab_clean.inventory_path), {}, registry().modules)
     assert "delegate_to 'nowhere' is not a host of the inventory" in exc.value.msg
     assert exc.value.where.endswith("pb.yml:4:7")
     outcome, rec = lab_run(tmp_path, lab_clean, """

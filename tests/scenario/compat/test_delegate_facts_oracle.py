@@ -6,7 +6,7 @@ import pytest
 
 from fleetops.errors import BadInput
 from fleetops.engine.playbook import load_playbook
-from fleetops.extensions import get_modules
+from fleetops.extensions import registry
 from tests.support import oracle
 from tests.support.playbook_run import run_yaml
 
@@ -51,5 +51,5 @@ def test_delegate_facts_without_delegate_to(tmp_path):
     pb = tmp_path / "pb.yml"
     pb.write_text("- hosts: all\n  tasks:\n    - set_fact: {a: 1}\n      delegate_facts: true\n")
     with pytest.raises(BadInput) as exc:
-        load_playbook(str(pb), get_modules())
+        load_playbook(str(pb), registry().modules)
     assert "delegate_facts needs a delegate_to" in exc.value.msg and exc.value.where.endswith("pb.yml:4:7")

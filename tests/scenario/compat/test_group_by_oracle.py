@@ -89,12 +89,12 @@ def test_a_pattern_matching_nothing_is_still_refused_without_a_group_by_before_i
     from fleetops.engine.playbook import load_playbook
     from fleetops.engine.validate import validate
     from fleetops.errors import BadInput
-    from fleetops.extensions import get_modules
+    from fleetops.extensions import registry
     (tmp_path / "inventory.yml").write_text(textwrap.dedent(INVENTORY))
     pb = tmp_path / "pb.yml"
     pb.write_text("- hosts: tier_back\n  tasks: [{debug: {msg: x}}]\n"
                   "- hosts: all\n  tasks: [{group_by: {key: tier_back}}]\n")
     with pytest.raises(BadInput) as exc:
-        validate(load_playbook(str(pb), get_modules()), load_inventory(str(tmp_path / "inventory.yml")), {},
-                 get_modules())
+        validate(load_playbook(str(pb), registry().modules), load_inventory(str(tmp_path / "inventory.yml")), {},
+                 registry().modules)
     assert "matches no host" in exc.value.msg and exc.value.where.endswith("pb.yml:1:3")

@@ -11,7 +11,7 @@ from fleetops.engine.inventory import load_inventory
 from fleetops.engine.playbook import load_playbook
 from fleetops.engine.validate import validate
 from fleetops.errors import BadInput
-from fleetops.extensions import get_modules
+from fleetops.extensions import registry
 from tests.support import oracle
 from tests.support.playbook_run import run_yaml
 
@@ -58,7 +58,7 @@ def test_include_vars_as_ansible_playbook(tmp_path):
     for rel, text in FILES.items():
         (pb.parent / rel).parent.mkdir(parents=True, exist_ok=True)
         (pb.parent / rel).write_text(text)
-    validate(load_playbook(str(pb), get_modules()), load_inventory(str(tmp_path / "inv.yml")), {}, get_modules())
+    validate(load_playbook(str(pb), registry().modules), load_inventory(str(tmp_path / "inv.yml")), {}, registry().modules)
     outcome, rec = run_yaml(tmp_path, PLAYBOOK, inventory=INVENTORY, files=FILES)
     assert outcome.exit_code == 0, rec.failures()
     got = {}
@@ -82,5 +82,5 @@ def test_a_missing_file_fails_the_task_and_a_variable_no_file_defines_is_refused
     pb = tmp_path / "pb.yml"
     pb.write_text("- hosts: h1\n  tasks:\n    - include_vars: a.yml\n    - debug: {msg: '{{ a }} {{ b }}'}\n")
     with pytest.raises(BadInput) as exc:
-        validate(load_playbook(str(pb), get_modules()), load_inventory(str(tmp_path / "inv.yml")), {}, get_modules())
+        validate(load_playbook(str(pb), registry().modules), load_inventory(str(tmp_path / "inv.yml")), {}, registry().modules)
     assert "'b'" in exc.value.msg and "'a'" not in exc.value.msg

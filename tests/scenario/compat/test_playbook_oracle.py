@@ -19,7 +19,7 @@ from fleetops.engine.inventory import load_inventory
 from fleetops.engine.listing import outline
 from fleetops.engine.playbook import load_playbook
 from fleetops.errors import BadInput
-from fleetops.extensions import get_modules
+from fleetops.extensions import registry
 from tests.support import oracle
 from tests.support.paths import DATA
 
@@ -97,7 +97,7 @@ def ansible_listings(tmp_path_factory):
 def test_playbook_lists_as_ansible_core_lists_it(path, ansible_listings):
     inv, want = ansible_listings[path]
     try:
-        got = outline(load_playbook(path, get_modules()), load_inventory(inv))
+        got = outline(load_playbook(path, registry().modules), load_inventory(inv))
     except BadInput as exc:
         if want.returncode != 0:
             return                      # refused by both

@@ -11,7 +11,7 @@ from fleetops.engine.inventory import load_inventory
 from fleetops.engine.playbook import load_playbook
 from fleetops.engine.validate import validate
 from fleetops.errors import BadInput
-from fleetops.extensions import get_modules
+from fleetops.extensions import registry
 from tests.support import oracle
 from tests.support.playbook_run import run_yaml
 
@@ -59,5 +59,5 @@ def test_refusals_name_the_prompt(tmp_path, text, fragment, at):
     pb = tmp_path / "pb.yml"
     pb.write_text(textwrap.dedent(text))
     with pytest.raises(BadInput) as exc:
-        validate(load_playbook(str(pb), get_modules()), load_inventory(str(tmp_path / "inv.yml")), {}, get_modules())
+        validate(load_playbook(str(pb), registry().modules), load_inventory(str(tmp_path / "inv.yml")), {}, registry().modules)
     assert fragment in exc.value.msg and exc.value.where.endswith(at), (exc.value.msg, exc.value.where)

@@ -9,7 +9,7 @@ import pytest
 
 from fleetops.engine.playbook import load_playbook
 from fleetops.errors import BadInput
-from fleetops.extensions import get_modules
+from fleetops.extensions import registry
 from tests.support.playbook_run import run_yaml
 
 
@@ -35,7 +35,7 @@ def test_nested_imports_resolve_beside_each_file(tmp_path):
           vars: {who: from_import}
           when: go | default(true)
     """)
-    book = load_playbook(top, get_modules())
+    book = load_playbook(top, registry().modules)
     assert len(book.plays) == 2
     inner = book.plays[1]
     assert inner.tags == ["deploy"] and inner.tasks[0].tags == ["deploy"]
@@ -51,7 +51,7 @@ def test_import_when_does_not_guard_handlers(tmp_path):
           handlers: [{name: h, debug: {msg: handled}}]
     """)
     top = write(tmp_path, "site.yml", "- import_playbook: other.yml\n  when: false\n")
-    play = load_playbook(top, get_modules()).plays[0]
+    play = load_playbook(top, registry().modules).plays[0]
     assert play.tasks[0].when == [False] and play.handlers[0].when == []
 
 
@@ -65,7 +65,7 @@ def test_import_refusals_name_the_entry(tmp_path, text, fragment):
     write(tmp_path, "empty.yml", "# nothing\n")
     top = write(tmp_path, "site.yml", text)
     with pytest.raises(BadInput) as exc:
-        load_playbook(top, get_modules())
+        load_playbook(top, registry().modules)
     assert fragment in exc.value.msg
     assert exc.value.where.endswith("site.yml:1:20")
 

@@ -9,7 +9,7 @@ import pytest
 from fleetops.engine.lint import check_playbook
 from fleetops.engine.playbook import load_playbook
 from fleetops.errors import BadInput
-from fleetops.extensions import get_modules
+from fleetops.extensions import registry
 from tests.support.playbook_run import run_yaml
 
 
@@ -54,7 +54,7 @@ def test_a_stopped_run_wakes_the_pause(tmp_path):
 def test_pause_refusals_at_load(tmp_path, args, fragment):
     pb = tmp_path / "pb.yml"
     pb.write_text(f"- hosts: all\n  tasks:\n    - pause: {args}\n")
-    modules = get_modules()
+    modules = registry().modules
     with pytest.raises(BadInput) as exc:
         check_playbook(load_playbook(str(pb), modules), modules)
     assert fragment in exc.value.msg and exc.value.where.endswith("pb.yml:3:7")

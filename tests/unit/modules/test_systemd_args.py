@@ -11,16 +11,16 @@ from fleetops.engine.lint import check_playbook
 from fleetops.engine.playbook import load_playbook
 from fleetops.engine.validate import validate
 from fleetops.errors import BadInput
-from fleetops.extensions import get_modules
+from fleetops.extensions import registry
 
 
 def _check(tmp_path, task: str):
     (tmp_path / "inv.ini").write_text("h1 ansible_connection=local\n")
     (tmp_path / "site.yml").write_text("- hosts: all\n  gather_facts: false\n  tasks:\n"
                                        + textwrap.indent(textwrap.dedent(task), "    "))
-    book = load_playbook(str(tmp_path / "site.yml"), get_modules())
-    validate(book, load_inventory(str(tmp_path / "inv.ini")), {}, get_modules())
-    check_playbook(book, get_modules())        # as the CLI does, after validate
+    book = load_playbook(str(tmp_path / "site.yml"), registry().modules)
+    validate(book, load_inventory(str(tmp_path / "inv.ini")), {}, registry().modules)
+    check_playbook(book, registry().modules)        # as the CLI does, after validate
 
 
 @pytest.mark.parametrize("task, msg", [

@@ -250,13 +250,13 @@ def test_no_fault_hook_in_the_product(tmp_path):
     module argument, payload argument or environment variable of the product reaches one."""
     from fleetops.engine.playbook import load_playbook
     from fleetops.errors import BadInput
-    from fleetops.extensions import get_modules
+    from fleetops.extensions import registry
 
     book = tmp_path / "p.yml"
     for module in ("hermes_swap", "hermes_rollback"):
         book.write_text(f"- hosts: all\n  tasks:\n    - {module}: {{fail_after_step: 1}}\n")
         with pytest.raises(BadInput, match=f"unknown argument 'fail_after_step' for module '{module}'"):
-            load_playbook(str(book), get_modules())
+            load_playbook(str(book), registry().modules)
     product = Path(hermes_swap.__file__).resolve().parents[2]
     for path in product.rglob("*.py"):
         text = path.read_text()
