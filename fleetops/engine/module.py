@@ -83,6 +83,7 @@ class Module:
     runs_on_controller: bool = False  # set_fact, debug, assert: no connection needed
     any_args: bool = False        # set_fact: every key is accepted (a variable name), `args` lists the special ones
     uses_become: bool = True      # False: runs as the login user even when the task or host has become
+    condition_args: tuple = ()    # assert's `that`: bare conditions, checked as `when:` is before the run
 
     @classmethod
     def check_static(cls, args: dict, where: str) -> None:

@@ -39,9 +39,10 @@ RESCUE_VARS = frozenset({"ansible_failed_task", "ansible_failed_result"})
 class _Checker:
     """Walks one play's templates against the names that will be defined when they render."""
 
-    def __init__(self, templar: Templar, handlers: set):
+    def __init__(self, templar: Templar, handlers: set, modules: dict):
         self.templar = templar
         self.handlers = handlers
+        self.modules = modules
 
     def check(self, value, known: set, where: str | None, conditional: bool = False,
               guards: frozenset = frozenset()):
@@ -74,6 +75,19 @@ class _Checker:
                 self.check_tree(item, known, where, guards)
         else:
             self.check(value, known, where, guards=guards)
+
+    def conditions(self, task: Task):
+        """A module's bare-condition arguments (assert's `that`): an unknown filter, test or lookup
+        or a sandbox escape is refused, as in `when:`; their variables are the module's to judge."""
+        module = self.modules.get(task.module)
+        for key in getattr(module, "condition_args", ()):
+            if isinstance(task.args, dict) and key in task.args:
+                where = task.args.key_where(key) if isinstance(task.args, Mapping) else task.key_where(str(task.module))
+                try:
+                    self.templar.check_names(task.args[key], conditional=True)
+                    self.templar.check_sandbox(task.args[key], conditional=True)
+                except TemplateError as exc:
+                    raise BadInput(exc.msg, where=where) from None
 
     def check_vars(self, variables: dict, known: set, fallback: str | None, guards=frozenset()):
         for k, v in variables.items():
@@ -112,6 +126,7 @@ class _Checker:
         if task.loop is not None:
             self.check_tree(task.loop, known | set(task.vars), task.key_where("loop"), guards)
         self.check_tree(task.args, scope, task.key_where(str(task.module)), guards)
+        self.conditions(task)
         if task.environment:
             where = task.key_where("environment") if "environment" in task.positions else task.where
             self.check_tree(task.environment, scope, where, guards)
@@ -283,7 +298,7 @@ def validate(playbook: Playbook, inventory, extra_vars: dict, modules: dict) -> 
         known = (extra | set(play.vars) | inv_names | runtime | FACT_NAMES | MAGIC_VARS
                  | {k for f in files for k in f})
         handlers = {h.name for h in play.handlers if h.name} | {n for h in play.handlers for n in h.listen}
-        checker = _Checker(templar, handlers)
+        checker = _Checker(templar, handlers, modules)
         checker.check_vars(play.vars, known, play.key_where("vars"))
         for f in files:
             checker.check_vars(f, known, f.where)

@@ -9,6 +9,7 @@ from fleetops.engine.templating import TemplateError
 class Assert(Module):
     name = "assert"
     runs_on_controller = True
+    condition_args = ("that",)
     args = {
         "that": Arg((list, str, bool), required=True),
         "fail_msg": Arg(str),

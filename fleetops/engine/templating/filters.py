@@ -268,3 +268,6 @@ TESTS = {
     "skipped": _t_skipped, "version": _t_version, "version_compare": _t_version,
     "match": _t_match, "search": _t_search,
 }
+# Lookup plugins by name (`lookup('name', ...)`, `query`/`q`): a name not here is refused by
+# validation, as an unknown filter or test is.
+LOOKUPS: dict = {}

@@ -17,7 +17,7 @@ from jinja2.sandbox import (UNSAFE_ASYNC_GENERATOR_ATTRIBUTES, UNSAFE_COROUTINE_
                             UNSAFE_GENERATOR_ATTRIBUTES, ImmutableSandboxedEnvironment)
 
 from fleetops.engine.templating.errors import TemplateError
-from fleetops.engine.templating.filters import FILTERS, TESTS
+from fleetops.engine.templating.filters import FILTERS, LOOKUPS, TESTS
 from fleetops.engine.templating.unsafe import UnsafeText, mark_unsafe
 
 # Names no playbook needs and every sandbox escape uses (`__class__`, `__globals__`, mangled
@@ -25,6 +25,7 @@ from fleetops.engine.templating.unsafe import UnsafeText, mark_unsafe
 _INTERNAL_NAMES = frozenset(UNSAFE_GENERATOR_ATTRIBUTES | UNSAFE_COROUTINE_ATTRIBUTES
                             | UNSAFE_ASYNC_GENERATOR_ATTRIBUTES)
 _FORMAT_FIELD_INTERNAL = re.compile(r"\{[^{}]*__")
+_LOOKUP_CALLS = ("lookup", "query", "q")
 
 
 class _Undefined(jinja2.StrictUndefined):
@@ -132,6 +133,7 @@ class Templar:
         env.filters.update(FILTERS)
         env.tests.update(TESTS)
         self.env = env
+        self.lookups = LOOKUPS
         self._templates: dict = {}
         self._exprs: dict = {}
         self._single: dict = {}
@@ -331,6 +333,7 @@ class Templar:
         """
         needed: set[str] = set()
         for tmpl in self._asts(value, conditional):
+            self._check_names(tmpl)
             for node in list(tmpl.find_all((nodes.Test, nodes.Filter))):
                 if ((isinstance(node, nodes.Test) and node.name in ("defined", "undefined"))
                         or (isinstance(node, nodes.Filter) and node.name in ("default", "d"))):
@@ -343,6 +346,24 @@ class Templar:
                             parent.node = const
             needed |= find_undeclared_variables(tmpl)
         return needed - set(self.env.globals)
+
+    def _check_names(self, tmpl) -> None:
+        """Refuse a filter, test or lookup that is not registered (jinja2 would only say so when
+        compiling, with no file:line); a lookup named by a template is left to render time."""
+        for node in tmpl.find_all((nodes.Filter, nodes.Test, nodes.Call)):
+            if isinstance(node, nodes.Filter) and node.name not in self.env.filters:
+                raise TemplateError(f"template error: unknown filter '{node.name}'")
+            if isinstance(node, nodes.Test) and node.name not in self.env.tests:
+                raise TemplateError(f"template error: unknown test '{node.name}'")
+            if (isinstance(node, nodes.Call) and isinstance(node.node, nodes.Name)
+                    and node.node.name in _LOOKUP_CALLS and node.args and isinstance(node.args[0], nodes.Const)
+                    and node.args[0].value not in self.lookups):
+                raise TemplateError(f"template error: unknown lookup '{node.args[0].value}'")
+
+    def check_names(self, value: Any, conditional: bool = False) -> None:
+        """Raise TemplateError for the first unknown filter, test or lookup in `value`."""
+        for tmpl in self._asts(value, conditional):
+            self._check_names(tmpl)
 
     def check_sandbox(self, value: Any, conditional: bool = False) -> None:
         """Refuse, statically, templates that reach for Python internals (the sandbox would refuse

@@ -257,3 +257,22 @@ def test_undeclared_syntax_error():
 def test_defined_guards():
     assert T.defined_guards("a is defined and b.c is undefined", conditional=True) == {"a", "b"}
     assert T.defined_guards("{% if z is defined %}{{ z }}{% endif %}") == {"z"}
+
+
+def test_what_is_not_registered_is_refused_and_what_is_registered_is_read():
+    """The refusal follows the registries (env.filters, env.tests, templar.lookups), not a list:
+    a name added to one is read, the same name missing is a one-line TemplateError."""
+    t = Templar()
+    texts = {"filter": "{{ [1] | fo_extra }}", "test": "{{ 1 is fo_extra }}",
+             "lookup": "{{ lookup('fo_extra', 'a') }} {{ q('fo_extra') }} {{ query('fo_extra') }}"}
+    for kind, text in texts.items():
+        with pytest.raises(TemplateError) as info:
+            t.undeclared(text)
+        assert info.value.msg == f"template error: unknown {kind} 'fo_extra'"
+    with pytest.raises(TemplateError, match="unknown test 'fo_extra'"):
+        t.check_names("x is fo_extra", conditional=True)
+    t.env.filters["fo_extra"] = t.env.tests["fo_extra"] = lambda *a: True
+    t.lookups = {"fo_extra": lambda *a: []}
+    assert t.undeclared(texts["filter"]) == set() and t.undeclared(texts["test"]) == set()
+    assert t.undeclared(texts["lookup"]) == {"lookup", "q", "query"}   # the calls themselves are globals' business
+    assert t.undeclared("{{ lookup(which, 'a') }}") == {"lookup", "which"}   # a templated plugin name: render time
