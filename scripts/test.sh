@@ -27,11 +27,15 @@ fi
 # machine's; the rest (the lab's users and sshds, sudoers rules, the machine's dpkg, shared caches)
 # runs in one process, in order. The run fails if either does, and either exits 5 if it ran no test.
 unit_log="$(mktemp /tmp/fleetops-unit-tests.XXXXXX)"
-"${PYTEST[@]}" --durations=10 tests/unit >"$unit_log" 2>&1 &
+# Each run's tmp_path root is its own; a passing test's goes at the end (pyproject's
+# tmp_path_retention_policy), and what is left is measured below.
+tmp_root="$(mktemp -d /tmp/fleetops-pytest.XXXXXX)"
+tmp_before_kb="$(du -sk /tmp 2>/dev/null | cut -f1 || true)"
+"${PYTEST[@]}" --durations=10 --basetemp="$tmp_root/unit" tests/unit >"$unit_log" 2>&1 &
 unit_pid=$!
 trap 'kill "$unit_pid" 2>/dev/null || true' INT TERM
 set +e
-"${PYTEST[@]}" --durations=25 --ignore=tests/unit
+"${PYTEST[@]}" --durations=25 --basetemp="$tmp_root/rest" --ignore=tests/unit
 rest=$?
 wait "$unit_pid"
 unit=$?
@@ -41,4 +45,21 @@ echo "=== tests/unit (run beside the rest): $unit_log ==="
 cat "$unit_log"
 echo "=== exit: tests/unit $unit, the rest $rest ==="
 if [ "$rest" -ne 0 ]; then exit "$rest"; fi
-exit "$unit"
+if [ "$unit" -ne 0 ]; then exit "$unit"; fi
+# A passing run leaves no gigabytes in /tmp: what its tests' tmp_path roots still hold is a leak.
+left_kb="$(du -sk "$tmp_root" | cut -f1)"
+echo "=== left in $tmp_root by the passing run: $((left_kb / 1024)) MB ==="
+if [ "$left_kb" -gt $((256 * 1024)) ]; then
+  du -sk "$tmp_root"/*/* 2>/dev/null | sort -n | tail -5 >&2
+  echo "test.sh: the passing run left $((left_kb / 1024)) MB under $tmp_root (more than 256 MB)" >&2
+  exit 1
+fi
+rm -rf "$tmp_root"
+tmp_after_kb="$(du -sk /tmp 2>/dev/null | cut -f1 || true)"
+grew_mb=$(( (${tmp_after_kb:-0} - ${tmp_before_kb:-0}) / 1024 ))
+echo "=== /tmp grew by $grew_mb MB during the run ==="
+if [ "$grew_mb" -gt 1024 ]; then
+  echo "test.sh: the passing run left $grew_mb MB more in /tmp (more than 1 GB); largest entries:" >&2
+  du -sk /tmp/* 2>/dev/null | sort -n | tail -5 >&2
+  exit 1
+fi
