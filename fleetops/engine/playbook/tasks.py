@@ -107,10 +107,15 @@ def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
     if not is_block and not mods:
         raise BadInput("task has no module (expected one of: " + ", ".join(sorted(modules)) + ")",
                        where=m.where)
+    if handler and include_kind(inc_key) in ("include_role", "import_role"):
+        raise BadInput(f"using '{include_kind(inc_key)}' as a handler is not supported (nor in ansible-core): "
+                       "notify a handler of the role, or an include_tasks of its tasks file", where=m.where)
     if is_block:
         allowed = INCLUDE_TASK_KEYS + (inc_key,) if inc_key else BLOCK_KEYS
         if include_kind(inc_key) in DYNAMIC and not handler:
             allowed += LOOP_KEYS + ("register",)
+        if include_kind(inc_key) in DYNAMIC and handler:
+            allowed += ("listen",)        # notified as a whole, by its name or a topic (include_tasks)
         what = f"an {include_kind(inc_key)}" if inc_key else "a block"
         for k in m:
             if k not in allowed:
@@ -136,6 +141,10 @@ def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
         if task.include in DYNAMIC and not handler:
             _loop(m, task)
             task.register = want_name(m, "register")
+        if task.include in DYNAMIC and handler:
+            task.listen = want_str_list(m, "listen")
+            if not (task.name or task.listen):
+                raise BadInput("a handler needs a 'name' (or 'listen') to be notified by", where=m.where)
         dyn = include_block(m, inc_key, sub, handler, dynamic=True, outer=sub.sub(when=list(inh.when)))
         if isinstance(dyn, DynamicInclude):
             task.dynamic = dyn
@@ -178,6 +187,8 @@ def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
     if handler and not (task.name or task.listen):
         raise BadInput("a handler needs a 'name' (or 'listen') to be notified by", where=m.where)
     check_args(task, modules)
+    if handler and task.module == "meta" and task.args.get("cmd") == "flush_handlers":
+        raise BadInput("flush_handlers cannot be used as a handler (as in ansible-core)", where=m.key_where(key))
     return task
 
 
@@ -231,7 +242,7 @@ def include_block(m: Mapping, key: str, inh: Inherit, handler: bool, dynamic: bo
             if k not in allowed:
                 raise BadInput(f"unknown argument {k!r} for {what} (it takes: {', '.join(allowed[::2])})",
                                where=args.key_where(k))
-        raw = args.get("file", args.get("_raw_params"))
+        raw = args.get("_raw_params", args.get("file"))
         dynamic = what in DYNAMIC and dynamic and not handler
         name = raw.strip() if dynamic and is_template(raw) else import_name(raw, f"{what} file", args.where, inh)
         base = outer if dynamic and outer is not None else inh
@@ -241,7 +252,8 @@ def include_block(m: Mapping, key: str, inh: Inherit, handler: bool, dynamic: bo
             base, _ = inherit_keywords(apply, base)
         if dynamic:
             return DynamicInclude(what, name, {}, False, base, handler, args.where)
-        return read_included(what, name, {}, base, handler, args.where)
+        # an included handler file's tasks run as one handler, nameless or not; imported ones are handlers
+        return read_included(what, name, {}, base, handler and what not in DYNAMIC, args.where)
     args = include_args(m, key, "name")
     for k in args:
         if k not in ("name", "allow_duplicates", "public") + ROLE_FROM_KEYS:

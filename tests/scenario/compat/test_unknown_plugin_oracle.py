@@ -12,7 +12,7 @@ from tests.support.cli_run import fleetops
 pytestmark = pytest.mark.skipif(not oracle.available(),
                                 reason="ansible-core missing: scripts/setup.sh installs the [test] extra")
 
-INVENTORY = "all:\n  hosts:\n    h1: {ansible_connection: local, ansible_python_interpreter: /usr/bin/python3}\n"
+INVENTORY = oracle.LOCAL_H1
 HEAD = """- hosts: h1
   gather_facts: false
   tasks:
@@ -37,8 +37,7 @@ CASES = {
 
 def _project(tmp_path, body: str):
     marker = tmp_path / "contacted"
-    (tmp_path / "inv.yml").write_text(INVENTORY)
-    (tmp_path / "pb.yml").write_text(HEAD.format(marker=marker) + body)
+    oracle.write_project(tmp_path, HEAD.format(marker=marker) + body, INVENTORY)
     return marker
 
 
@@ -46,7 +45,7 @@ def _project(tmp_path, body: str):
 def test_unknown_name_refused_before_any_host_where_ansible_core_fails_on_it(tmp_path, case):
     body, name, line = CASES[case]
     marker = _project(tmp_path, body)
-    ans = oracle.run("ansible-playbook", "-i", str(tmp_path / "inv.yml"), str(tmp_path / "pb.yml"), cwd=str(tmp_path))
+    ans = oracle.run_project(tmp_path)
     assert ans.returncode != 0 and name in ans.stdout + ans.stderr, ans.stdout[-2000:]
     assert marker.exists(), "ansible-core ran the task before the unknown name"
     marker.unlink()
