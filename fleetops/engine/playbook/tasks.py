@@ -112,10 +112,8 @@ def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
                        "notify a handler of the role, or an include_tasks of its tasks file", where=m.where)
     if is_block:
         allowed = INCLUDE_TASK_KEYS + (inc_key,) if inc_key else BLOCK_KEYS
-        if include_kind(inc_key) in DYNAMIC and not handler:
-            allowed += LOOP_KEYS + ("register",)
-        if include_kind(inc_key) in DYNAMIC and handler:
-            allowed += ("listen",)        # notified as a whole, by its name or a topic (include_tasks)
+        if include_kind(inc_key) in DYNAMIC:
+            allowed += LOOP_KEYS + ("register",) + (("listen",) if handler else ())
         what = f"an {include_kind(inc_key)}" if inc_key else "a block"
         for k in m:
             if k not in allowed:
@@ -138,10 +136,10 @@ def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
     task.action = inc_key or (mods[0] if mods else None)
     if inc_key:
         task.include = include_kind(inc_key)
-        if task.include in DYNAMIC and not handler:
+        if task.include in DYNAMIC:
             _loop(m, task)
             task.register = want_name(m, "register")
-        if task.include in DYNAMIC and handler:
+        if task.include in DYNAMIC and handler:     # notified as a whole, by its name or a topic
             task.listen = want_str_list(m, "listen")
             if not (task.name or task.listen):
                 raise BadInput("a handler needs a 'name' (or 'listen') to be notified by", where=m.where)
@@ -149,7 +147,7 @@ def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
         if isinstance(dyn, DynamicInclude):
             task.dynamic = dyn
             task.block = None if dyn.templated else read_included(dyn.kind, dyn.name, dyn.froms, dyn.inherit,
-                                                                  handler, dyn.where, dyn.public)
+                                                                  dyn.handler, dyn.where, dyn.public)
             if dyn.templated:
                 dyn.candidates = candidate_tasks(dyn)
         else:
@@ -243,17 +241,18 @@ def include_block(m: Mapping, key: str, inh: Inherit, handler: bool, dynamic: bo
                 raise BadInput(f"unknown argument {k!r} for {what} (it takes: {', '.join(allowed[::2])})",
                                where=args.key_where(k))
         raw = args.get("_raw_params", args.get("file"))
-        dynamic = what in DYNAMIC and dynamic and not handler
+        dynamic = what in DYNAMIC and dynamic
         name = raw.strip() if dynamic and is_template(raw) else import_name(raw, f"{what} file", args.where, inh)
         base = outer if dynamic and outer is not None else inh
         if isinstance(args.get("apply"), Mapping):
             apply = args["apply"]
             unknown_keys(apply, BLOCK_KEYS[:-4], "apply")
             base, _ = inherit_keywords(apply, base)
+        # an included handler file's tasks run as one handler, nameless or not; imported ones are handlers
+        handler = handler and what not in DYNAMIC
         if dynamic:
             return DynamicInclude(what, name, {}, False, base, handler, args.where)
-        # an included handler file's tasks run as one handler, nameless or not; imported ones are handlers
-        return read_included(what, name, {}, base, handler and what not in DYNAMIC, args.where)
+        return read_included(what, name, {}, base, handler, args.where)
     args = include_args(m, key, "name")
     for k in args:
         if k not in ("name", "allow_duplicates", "public") + ROLE_FROM_KEYS:

@@ -1,6 +1,6 @@
 """Handlers that are includes and imports, against ansible-playbook on a local host: an
-include_tasks handler (named, or by a `listen` topic) runs its tasks, named or not, when
-notified; an import_tasks handler stands for its tasks, each notified by its own name, and the
+include_tasks handler (named, or by a `listen` topic; looped; its file a template) runs its
+tasks, named or not, when notified; an import_tasks handler stands for its tasks, each notified by its own name, and the
 import's own name notifies nothing; include_role / import_role as a handler is refused."""
 from __future__ import annotations
 
@@ -18,16 +18,17 @@ pytestmark = pytest.mark.skipif(not oracle.available(),
 FILES = {
     "named.yml": "- {name: first of named, debug: {msg: one}}\n- {name: second of named, debug: {msg: two}}\n",
     "nameless.yml": "- debug: {msg: \"nameless {{ topic_var }}\"}\n",
+    "each.yml": "- {name: each, debug: {msg: \"each {{ item }}\"}}\n",
     "imported.yml": "- {name: imported a, debug: {msg: ia}}\n- {name: imported b, debug: {msg: ib}}\n",
     "roles/r/tasks/main.yml": "- {name: role task, debug: {msg: \"from the role\"}}\n",
 }
 PLAYBOOK = """
 - hosts: h1
   gather_facts: false
-  vars: {topic_var: heard}
+  vars: {topic_var: heard, which: nameless}
   tasks:
     - command: "true"
-      notify: [reload, a topic, imported b]
+      notify: [reload, a topic, imported b, looped, templated]
   handlers:
     - name: reload
       include_tasks: named.yml
@@ -37,6 +38,11 @@ PLAYBOOK = """
       import_tasks: imported.yml
     - name: never
       include_tasks: named.yml
+    - name: looped
+      include_tasks: each.yml
+      loop: [1, 2]
+    - name: templated
+      include_tasks: "{{ which }}.yml"
 """
 
 
@@ -44,9 +50,12 @@ def test_include_and_import_handlers_run_as_ansible_core_runs_them(tmp_path):
     want = oracle.playbook_messages(tmp_path / "ansible", PLAYBOOK, oracle.LOCAL_H1, FILES)
     outcome, rec = run_yaml(tmp_path, PLAYBOOK, inventory=oracle.LOCAL_H1, files=FILES)
     assert outcome.exit_code == 0, rec.failures()
-    assert messages(rec, keep=lambda t: t != "command") == want
+    includes = ("reload", "include_tasks", "looped", "templated")      # ansible-core's "included:" line
+    assert messages(rec, keep=lambda t: t != "command" and t not in includes) == want
+    shown = [r["msg"] for h, t, r in rec.results() if r.get("msg")]
+    assert shown == ["one", "two", "nameless heard", "ib", "each 1", "each 2", "nameless heard"]
     assert want == {"first of named": {"h1": "one"}, "second of named": {"h1": "two"},
-                    "debug": {"h1": "nameless heard"}, "imported b": {"h1": "ib"},
+                    "debug": {"h1": "nameless heard"}, "imported b": {"h1": "ib"}, "each": {"h1": "each 2"},
                     }
 
 
@@ -56,7 +65,7 @@ def _refusals(tmp_path, pb: str):
 
 
 def test_an_import_handlers_own_name_notifies_nothing_as_in_ansible_core(tmp_path):
-    ans, p = _refusals(tmp_path, PLAYBOOK.replace("notify: [reload, a topic, imported b]", "notify: an import"))
+    ans, p = _refusals(tmp_path, PLAYBOOK.replace("notify: [reload, a topic, imported b, looped, templated]", "notify: an import"))
     assert ans.returncode != 0 and "handler 'an import' was not found" in ans.stdout + ans.stderr, ans.stdout[-2000:]
     assert p.returncode == 4 and "pb.yml:7:" in p.stderr and "notify 'an import' matches no handler" in p.stderr, p.stderr
 
