@@ -64,7 +64,7 @@ class TaskLoop:
         return run_handlers(pctx, live, self.run.state, self._run_handler, self.run.stopped)
 
     def _run_handler(self, pctx: PlayContext, handler: Any, targets: list, frame: Frame) -> dict:
-        """One notified handler on its hosts; an include_tasks / include_role runs its tasks."""
+        """One notified handler on its hosts; an include_tasks handler runs its tasks."""
         if handler.block is None and handler.dynamic is None:
             return self.run_task(pctx, handler, targets, frame)
         ok = set(self.run_list(pctx, [handler], targets, frame))

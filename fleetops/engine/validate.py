@@ -187,8 +187,9 @@ def _runtime_names(play: Play, modules: dict, base_dir: str) -> set:
 
 
 def check_inventory_templates(templar: Templar, inventory, host: str, variables: dict, seen: set) -> None:
-    """Inventory values are templates too: one reaching for Python internals is refused here,
-    at its own file:line, before any host is contacted (each distinct text is checked once)."""
+    """Inventory values are templates too: one reaching for Python internals or naming a filter,
+    test or lookup fleetops does not have is refused here, at its own file:line, before any host
+    is contacted (each distinct text is checked once)."""
     origins = None
     for name, value in variables.items():
         for text in _template_strings(value):
@@ -196,6 +197,7 @@ def check_inventory_templates(templar: Templar, inventory, host: str, variables:
                 continue
             try:
                 templar.check_sandbox(text)
+                templar.check_names(text)
             except TemplateError as exc:
                 if "syntax" in exc.msg:
                     continue    # left to render time, where a use of it fails (as in Ansible)

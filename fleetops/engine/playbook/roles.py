@@ -51,7 +51,22 @@ def _role_vars_file(role_path: str, sub: str, name: str, where: str, required: b
         if required:
             raise BadInput(f"role {os.path.basename(role_path)}: {sub}/{name} not found", where=where)
         return {}
-    return load_vars_file(path, what=f"a role's {sub} file")
+    data = load_vars_file(path, what=f"a role's {sub} file")
+    _check_template_names(data)
+    return data
+
+
+def _check_template_names(data: Mapping) -> None:
+    """A role's vars and defaults name only filters, tests and lookups fleetops has (refused at
+    the variable's own line, before the run, as the play's vars are)."""
+    from fleetops.engine.templating import Templar, TemplateError
+    templar = Templar()
+    for k, v in data.items():
+        try:
+            templar.check_names(v)
+        except TemplateError as exc:
+            if "syntax" not in exc.msg:        # a syntax error is left to where the variable is used
+                raise BadInput(f"variable '{k}': {exc.msg}", where=data.key_where(k)) from None
 
 
 def load_role(name: str, inh: Inherit, params: dict, where: str, froms: dict, once: bool = True,
