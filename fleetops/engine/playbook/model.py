@@ -95,6 +95,7 @@ class Play:
     gather_facts: bool = True
     tasks: list = field(default_factory=list)
     handlers: list = field(default_factory=list)
+    role_var_files: list = field(default_factory=list, repr=False)   # roles' vars/defaults read before the run
     tags: list = field(default_factory=list)
     become: bool = False
     become_user: str | None = None

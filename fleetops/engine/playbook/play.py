@@ -205,6 +205,7 @@ def build_play(m, base_dir: str, modules: dict, index: int, path: str, roles_pat
         play.tasks += [_flush(m.where)] + post
     own_handlers = handler_list(task_list(m, "handlers", modules, for_handlers, handler=True) or [])
     play.handlers = ctx.handlers + own_handlers        # roles' handlers first, as ansible-core
+    play.role_var_files = ctx.var_files
     if ctx.exported:                                   # role vars above play vars, below block/task vars
         role_vars = _merged(*[v for v, _ in ctx.exported])
         role_defaults = _merged(*[d for _, d in ctx.exported])

@@ -51,22 +51,7 @@ def _role_vars_file(role_path: str, sub: str, name: str, where: str, required: b
         if required:
             raise BadInput(f"role {os.path.basename(role_path)}: {sub}/{name} not found", where=where)
         return {}
-    data = load_vars_file(path, what=f"a role's {sub} file")
-    _check_template_names(data)
-    return data
-
-
-def _check_template_names(data: Mapping) -> None:
-    """A role's vars and defaults name only filters, tests and lookups fleetops has (refused at
-    the variable's own line, before the run, as the play's vars are)."""
-    from fleetops.engine.templating import Templar, TemplateError
-    templar = Templar()
-    for k, v in data.items():
-        try:
-            templar.check_names(v)
-        except TemplateError as exc:
-            if "syntax" not in exc.msg:        # a syntax error is left to where the variable is used
-                raise BadInput(f"variable '{k}': {exc.msg}", where=data.key_where(k)) from None
+    return load_vars_file(path, what=f"a role's {sub} file")
 
 
 def load_role(name: str, inh: Inherit, params: dict, where: str, froms: dict, once: bool = True,
@@ -87,6 +72,7 @@ def load_role(name: str, inh: Inherit, params: dict, where: str, froms: dict, on
     defaults = _role_vars_file(path, "defaults", froms.get("defaults_from", "main"), where,
                                "defaults_from" in froms)
     role_vars = _role_vars_file(path, "vars", froms.get("vars_from", "main"), where, "vars_from" in froms)
+    inh.load.var_files += [f for f in (defaults, role_vars) if f]
     if export:
         inh.load.exported.append((role_vars, defaults))
     out: list = []
