@@ -61,7 +61,14 @@ class TaskLoop:
         return live
 
     def run_handlers(self, pctx: PlayContext, live: list) -> list:
-        return run_handlers(pctx, live, self.run.state, self.run_task, self.run.stopped)
+        return run_handlers(pctx, live, self.run.state, self._run_handler, self.run.stopped)
+
+    def _run_handler(self, pctx: PlayContext, handler: Any, targets: list, frame: Frame) -> dict:
+        """One notified handler on its hosts; an include_tasks handler runs its tasks."""
+        if handler.block is None and handler.dynamic is None:
+            return self.run_task(pctx, handler, targets, frame)
+        ok = set(self.run_list(pctx, [handler], targets, frame))
+        return {h: "ok" if h in ok else "failed" for h in targets}
 
     def _meta(self, pctx: PlayContext, task: Any, live: list, out: dict) -> list:
         """Carry out a meta task for the hosts it ran on (not skipped by its `when`)."""

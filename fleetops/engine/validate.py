@@ -89,6 +89,16 @@ class _Checker:
                 except TemplateError as exc:
                     raise BadInput(exc.msg, where=where) from None
 
+    def names(self, variables: Mapping):
+        """A role's vars or defaults: an unknown filter, test or lookup is refused at the variable's
+        line (their other names are checked where a task uses them)."""
+        for k, v in variables.items():
+            try:
+                self.templar.check_names(v)
+            except TemplateError as exc:
+                if "syntax" not in exc.msg:     # a syntax error is left to where the variable is used
+                    raise BadInput(f"variable '{k}': {exc.msg}", where=variables.key_where(k)) from None
+
     def check_vars(self, variables: dict, known: set, fallback: str | None, guards=frozenset()):
         for k, v in variables.items():
             kw = variables.key_where(k) if isinstance(variables, Mapping) else fallback
@@ -187,8 +197,9 @@ def _runtime_names(play: Play, modules: dict, base_dir: str) -> set:
 
 
 def check_inventory_templates(templar: Templar, inventory, host: str, variables: dict, seen: set) -> None:
-    """Inventory values are templates too: one reaching for Python internals is refused here,
-    at its own file:line, before any host is contacted (each distinct text is checked once)."""
+    """Inventory values are templates too: one reaching for Python internals or naming a filter,
+    test or lookup fleetops does not have is refused here, at its own file:line, before any host
+    is contacted (each distinct text is checked once)."""
     origins = None
     for name, value in variables.items():
         for text in _template_strings(value):
@@ -196,6 +207,7 @@ def check_inventory_templates(templar: Templar, inventory, host: str, variables:
                 continue
             try:
                 templar.check_sandbox(text)
+                templar.check_names(text)
             except TemplateError as exc:
                 if "syntax" in exc.msg:
                     continue    # left to render time, where a use of it fails (as in Ansible)
@@ -312,6 +324,8 @@ def validate(playbook: Playbook, inventory, extra_vars: dict, modules: dict) -> 
                     and target not in getattr(inventory, "hosts", {target: None})):
                 raise BadInput(f"delegate_to {target!r} is not a host of the inventory",
                                where=task.key_where("delegate_to"))
+        for f in play.role_var_files:
+            checker.names(f)
         for task in play.tasks:
             checker.task(task, known, frozenset())
         for task in play.handlers:

@@ -3,7 +3,7 @@
 Real fleets mix Oracle A1 (aarch64) machines and older distributions; payloads
 must be proven there, not assumed. A mixed lab host is a real sshd chrooted into
 a debootstrapped Debian root: arm64 under qemu user-mode emulation (binfmt_misc
-with the F flag, so the interpreter works inside the chroot), or an older
+with flags F and C: the interpreter works inside the chroot, setgid crontab too), or an older
 release natively. Building a root takes minutes, so each is cached under
 CACHE_DIR/<kind>/root with a stamp naming its recipe; hosts then run on an
 overlay of it (their changes stay in the lab's state directory).
@@ -143,19 +143,33 @@ def _entry_flags(path: str) -> tuple[bool, str, str]:
     return enabled, flags, magic
 
 
-def _usable_entry(machine: str) -> str | None:
-    """An already registered, enabled entry for `machine` with the F flag (chroot-proof), if any."""
+def _entries(machine: str, binfmt_dir: str) -> list[tuple[str, str]]:
+    """(name, flags) of every enabled binfmt_misc entry that runs `machine`'s ELF binaries."""
     want = "0200%02x00" % ELF_MACHINE[machine]       # e_machine bytes at offset 18, little endian
     try:
-        names = os.listdir(BINFMT_DIR)
+        names = sorted(os.listdir(binfmt_dir))
     except OSError:
-        return None
+        return []
+    out = []
     for name in names:
         if name in ("register", "status"):
             continue
-        enabled, flags, magic = _entry_flags(os.path.join(BINFMT_DIR, name))
-        if enabled and "F" in flags and magic.startswith("7f454c4602") and magic[32:40] == want:
-            return name
+        enabled, flags, magic = _entry_flags(os.path.join(binfmt_dir, name))
+        if enabled and magic.startswith("7f454c4602") and magic[32:40] == want:
+            out.append((name, flags))
+    return out
+
+
+def _usable_entry(machine: str, binfmt_dir: str = BINFMT_DIR) -> str | None:
+    """The registered entry the lab can use for `machine` as it is: every enabled entry for it
+    has F (the interpreter is opened at registration, so it works inside a chroot) and C (the
+    emulated binary's setuid/setgid bits count: crontab is setgid). One without C, such as Debian's
+    qemu-user-static default (flags OPF), makes crontab fail under emulation with "fopen:
+    Permission denied", and which of two matching entries the kernel picks cannot be read from
+    binfmt_misc, so then None: the lab registers its own, which, registered last, is the one used."""
+    entries = _entries(machine, binfmt_dir)
+    if entries and all("F" in flags and "C" in flags for _, flags in entries):
+        return entries[0][0]
     return None
 
 
@@ -177,8 +191,9 @@ def _save_binfmt_state(state: dict) -> None:
 def binfmt_acquire(machine: str, owner: str) -> dict:
     """Make `machine` binaries runnable (also inside chroots); `owner` is recorded for release.
 
-    Uses an existing F-flag entry when the system has one; otherwise mounts binfmt_misc if
-    needed and registers `fleetops-<machine>`. Several labs share one entry (reference list).
+    Uses the system's entries when each has flags F and C (_usable_entry); otherwise mounts
+    binfmt_misc if needed and registers `fleetops-<machine>` beside them (a distribution's
+    default is left as it is). Several labs share one entry (reference list).
     """
     if machine not in QEMU:
         raise RootfsError(f"no qemu user-mode recipe for {machine}")
@@ -194,23 +209,40 @@ def binfmt_acquire(machine: str, owner: str) -> dict:
         name = rec.get("registered")
         if not (name and os.path.exists(os.path.join(BINFMT_DIR, name))):
             rec["registered"] = None
-            if _usable_entry(machine) is None:
-                qemu = _qemu_static(machine)
-                name = f"fleetops-{machine}"
-                magic, mask = QEMU[machine]
-                # F: open the interpreter now, so it works inside chroots; C: honour setuid/setgid
-                # bits of the emulated binary (crontab is setgid) -- C implies O.
-                line = f":{name}:M::{magic}:{mask}:{qemu}:FC"
-                try:
-                    with open(os.path.join(BINFMT_DIR, "register"), "w") as f:
-                        f.write(line)
-                except OSError as exc:
-                    raise RootfsError(f"cannot register {name} with binfmt_misc: {exc}") from None
-                rec["registered"] = name
+            if _usable_entry(machine, BINFMT_DIR) is None:
+                rec["registered"] = _register(machine)
         if owner not in rec["owners"]:
             rec["owners"].append(owner)
         _save_binfmt_state(state)
         return dict(rec)
+
+
+def _register(machine: str) -> str:
+    """Register `fleetops-<machine>` (flags FC) beside whatever is there; one left by a lab that
+    did not release it (same name, F and C) is taken over."""
+    name = f"fleetops-{machine}"
+    path = os.path.join(BINFMT_DIR, name)
+    if os.path.exists(path):
+        enabled, flags, _ = _entry_flags(path)
+        if enabled and "F" in flags and "C" in flags:
+            return name
+        with open(path, "w") as f:
+            f.write("-1")
+    qemu = _qemu_static(machine)
+    magic, mask = QEMU[machine]
+    # F: open the interpreter now, so it works inside chroots; C: honour setuid/setgid
+    # bits of the emulated binary (crontab is setgid) -- C implies O.
+    line = f":{name}:M::{magic}:{mask}:{qemu}:FC"
+    try:
+        with open(os.path.join(BINFMT_DIR, "register"), "w") as f:
+            f.write(line)
+    except OSError as exc:
+        others = ", ".join(f"{n} (flags {fl or 'none'})" for n, fl in _entries(machine, BINFMT_DIR))
+        raise RootfsError(f"cannot register {name} with binfmt_misc: {exc}; the lab needs an entry for "
+                          f"{machine} with flags F and C (setgid crontab fails without C)"
+                          + (f"; registered: {others}: re-register it with flags FC, or remove it with "
+                             f"`echo -1 > {BINFMT_DIR}/<name>`" if others else "")) from None
+    return name
 
 
 def binfmt_release(machine: str, owner: str) -> None:

@@ -91,12 +91,12 @@ def select_many(items: list, hash_seed: str = "0") -> list:
 
 
 def task_messages(stdout: str) -> dict:
-    """{task name: {host: debug msg}} from ansible-playbook's default output (a role's task is
+    """{task or handler name: {host: debug msg}} from ansible-playbook's default output (a role's task is
     named without its `role : ` prefix)."""
     out: dict = {}
     task = host = None
     for line in stdout.splitlines():
-        m = re.match(r"^TASK \[(?:[^\]]+? : )?(.+?)\]", line)
+        m = re.match(r"^(?:TASK|RUNNING HANDLER) \[(?:[^\]]+? : )?(.+?)\]", line)
         if m:
             task, host = m.group(1), None
             continue
@@ -110,9 +110,11 @@ def task_messages(stdout: str) -> dict:
     return out
 
 
-def playbook_messages(directory, playbook: str, inventory: str, files: dict | None = None, *extra: str) -> dict:
-    """Write a project (playbook, inventory, other files) under `directory`, run ansible-playbook on
-    it and return task_messages of its output; a failed run raises with the output's tail."""
+LOCAL_H1 = "all:\n  hosts:\n    h1: {ansible_connection: local, ansible_python_interpreter: /usr/bin/python3}\n"
+
+
+def write_project(directory, playbook: str, inventory: str = LOCAL_H1, files: dict | None = None) -> None:
+    """pb.yml, inv.yml and the other files (relative path -> text) under `directory`."""
     import textwrap
     from pathlib import Path
     d = Path(directory)
@@ -120,7 +122,19 @@ def playbook_messages(directory, playbook: str, inventory: str, files: dict | No
                       "pb.yml": textwrap.dedent(playbook)}.items():
         (d / rel).parent.mkdir(parents=True, exist_ok=True)
         (d / rel).write_text(text)
-    p = run("ansible-playbook", "-i", str(d / "inv.yml"), str(d / "pb.yml"), *extra, cwd=str(d))
+
+
+def run_project(directory, *extra: str) -> subprocess.CompletedProcess:
+    """ansible-playbook on the project write_project wrote."""
+    d = str(directory)
+    return run("ansible-playbook", "-i", os.path.join(d, "inv.yml"), os.path.join(d, "pb.yml"), *extra, cwd=d)
+
+
+def playbook_messages(directory, playbook: str, inventory: str, files: dict | None = None, *extra: str) -> dict:
+    """Write a project (playbook, inventory, other files) under `directory`, run ansible-playbook on
+    it and return task_messages of its output; a failed run raises with the output's tail."""
+    write_project(directory, playbook, inventory, files)
+    p = run_project(directory, *extra)
     if p.returncode != 0:
         raise AssertionError(p.stdout[-3000:] + p.stderr[-2000:])
     return task_messages(p.stdout)

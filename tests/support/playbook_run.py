@@ -101,6 +101,16 @@ def run_yaml(tmp_path, playbook: str, inventory: str = LOCAL_INVENTORY, stop=Non
     return outcome, rec
 
 
+def messages(rec: Recorder, keep=lambda task: True) -> dict:
+    """{task name: {host: msg}} of the results that have a msg, as oracle.task_messages gives
+    ansible-playbook's (a role's task named without its `role : ` prefix)."""
+    out: dict = {}
+    for h, t, r in rec.results():
+        if "msg" in r and keep(t):
+            out.setdefault(t.split(" : ")[-1], {})[h] = r["msg"]
+    return out
+
+
 @pytest.fixture
 def run(tmp_path):
     def _run(playbook, **kw):

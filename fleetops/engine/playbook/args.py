@@ -155,6 +155,9 @@ def check_args(task: Task, modules: dict) -> None:
     allow_cmd = mod_cls.free_form
     any_args = mod_cls.any_args   # set_fact: every other key is a variable name
     for k, v in args.items():
+        if isinstance(k, str) and k.startswith("_ansible_") and not allow_cmd:
+            raise BadInput(f"argument {k!r} of module '{task.module}': the prefix '_ansible_' is reserved "
+                           "for ansible-core's internal use", where=kw(k))
         if any_args and k not in spec:
             if not isinstance(k, str) or not IDENT.match(k):
                 raise BadInput(f"invalid variable name {k!r} for module '{task.module}' "

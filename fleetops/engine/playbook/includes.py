@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import os
 
-from fleetops.engine.playbook.checks import is_template, kind
+from fleetops.engine.playbook.args import _split_kv
+from fleetops.engine.playbook.checks import IDENT, is_template, kind
 from fleetops.engine.playbook.keywords import Inherit
 from fleetops.engine.yamlsrc import Mapping, Sequence, load_yaml
 from fleetops.errors import BadInput
+
+
+_BOOL_WORDS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
 
 
 def static_name(value, what: str, where: str) -> str:
@@ -41,8 +45,9 @@ def include_args(m: Mapping, key: str, free: str) -> Mapping:
     args = Mapping()
     args.where = m.value_where(key)
     if isinstance(value, str):
-        args[free] = value
-        args.set_where(free, m.key_where(key), m.value_where(key))
+        for k, v in _free_form(value, free, key, m.value_where(key)).items():
+            args[k] = v
+            args.set_where(k, m.key_where(key), m.value_where(key))
     elif isinstance(value, Mapping):
         for k, v in value.items():
             args[k] = v
@@ -55,6 +60,31 @@ def include_args(m: Mapping, key: str, free: str) -> Mapping:
             args[k] = v
             args.set_where(k, extra.key_where(k), extra.value_where(k))
     return args
+
+
+def _free_form(text: str, free: str, key: str, where: str) -> dict:
+    """`include_role: name=r tasks_from=x`, `include_tasks: f.yml`, read as ansible-core reads them:
+    each `k=v` word is an argument, the other words together the file (include_tasks / import_tasks;
+    a role has no free form: its `name=` is required)."""
+    out: dict = {}
+    raw = []
+    for tok in _split_kv(text, where):
+        k, eq, v = tok.partition("=")
+        if not eq or not IDENT.match(k):
+            raw.append(tok)
+            continue
+        if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
+            v = v[1:-1]
+        if k in ("public", "allow_duplicates") and v.lower() in _BOOL_WORDS:
+            out[k] = _BOOL_WORDS[v.lower()]
+        else:
+            out[k] = v
+    if raw and free == "name":
+        raise BadInput(f"'name' is a required field for {key} (write {key}: name={' '.join(raw)}, or a mapping)"
+                       if "name" not in out else f"unknown argument {' '.join(raw)!r} for {key}", where=where)
+    if raw:
+        out[free if free not in out else "_raw_params"] = " ".join(raw)
+    return out
 
 
 def find_task_file(name: str, inh: Inherit, where: str) -> str:

@@ -102,6 +102,7 @@ class Load:
     handlers: list = field(default_factory=list)  # the roles' handlers, in load order
     handler_files: set = field(default_factory=set)
     exported: list = field(default_factory=list)  # (vars, defaults) of the play's static roles, in load order
+    var_files: list = field(default_factory=list)  # every role vars/defaults file read (their templates are validated)
     play_vars: dict = field(default_factory=dict)  # what a templated import name may use
     candidates_read: set = field(default_factory=set)  # files read for a templated include's names
 

@@ -95,6 +95,7 @@ class Play:
     gather_facts: bool = True
     tasks: list = field(default_factory=list)
     handlers: list = field(default_factory=list)
+    role_var_files: list = field(default_factory=list, repr=False)   # roles' vars/defaults read before the run
     tags: list = field(default_factory=list)
     become: bool = False
     become_user: str | None = None
@@ -131,3 +132,13 @@ def walk_tasks(tasks):
             yield from walk_tasks(t.block)
             yield from walk_tasks(t.rescue)
             yield from walk_tasks(t.always)
+
+
+def handler_list(tasks: list) -> list:
+    """Handlers as ansible-core has them: an import_tasks among them stands for its tasks, each a
+    handler by its own name (the import's name notifies nothing); an include_tasks is one handler
+    that runs its tasks when notified."""
+    out: list = []
+    for t in tasks:
+        out += handler_list(t.block or []) if t.include == "import_tasks" else [t]
+    return out

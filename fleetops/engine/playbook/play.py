@@ -14,7 +14,7 @@ from fleetops.engine.playbook.checks import (IDENT, is_template, kind, want_bool
                                              want_conditions, want_environment, want_str, want_str_list, want_vars)
 from fleetops.engine.playbook.keywords import (BUILTIN_PREFIXES, ORDERS, PLAY_BOOL_KEYS, PLAY_KEYS, STRATEGIES,
                                                Inherit, Load, unknown_keys, want_connection)
-from fleetops.engine.playbook.model import Play, Playbook, Task, walk_tasks
+from fleetops.engine.playbook.model import Play, Playbook, Task, handler_list, walk_tasks
 from fleetops.engine.playbook.roles import play_roles
 from fleetops.engine.playbook.tasks import build_task, task_list
 from fleetops.engine.yamlsrc import Mapping, Sequence, load_yaml
@@ -203,8 +203,9 @@ def build_play(m, base_dir: str, modules: dict, index: int, path: str, roles_pat
     play.tasks = pre + ([_flush(m.where)] if pre else []) + roles + main
     if post:
         play.tasks += [_flush(m.where)] + post
-    own_handlers = task_list(m, "handlers", modules, for_handlers, handler=True) or []
+    own_handlers = handler_list(task_list(m, "handlers", modules, for_handlers, handler=True) or [])
     play.handlers = ctx.handlers + own_handlers        # roles' handlers first, as ansible-core
+    play.role_var_files = ctx.var_files
     if ctx.exported:                                   # role vars above play vars, below block/task vars
         role_vars = _merged(*[v for v, _ in ctx.exported])
         role_defaults = _merged(*[d for _, d in ctx.exported])

@@ -7,6 +7,7 @@ import os
 from fleetops.engine.playbook.checks import check_var_names, kind
 from fleetops.engine.playbook.includes import read_task_file, static_name
 from fleetops.engine.playbook.keywords import ROLE_ENTRY_KEYS, Inherit, inherit_keywords
+from fleetops.engine.playbook.model import handler_list
 from fleetops.engine.varsfile import load_vars_file
 from fleetops.engine.yamlsrc import Mapping, Sequence, load_yaml
 from fleetops.errors import BadInput
@@ -30,8 +31,14 @@ def _find_role(name: str, inh: Inherit, where: str) -> str:
     raise BadInput(f"role {name!r} not found (looked in {', '.join(candidates)})", where=where)
 
 
-def _role_file(role_path: str, sub: str, name: str) -> str | None:
-    base = os.path.join(role_path, sub, name)
+def _role_file(role_path: str, sub: str, name: str, where: str = "") -> str | None:
+    """<role>/<sub>/<name>[.yml|.yaml], read as ansible-core reads it: the path normalised as text,
+    and refused when that leaves <role>/<sub>/ (`tasks_from: ../../other/tasks/main.yml`)."""
+    folder = os.path.join(role_path, sub)
+    base = os.path.normpath(os.path.join(folder, name))
+    if os.path.commonpath([base, folder]) != folder:
+        raise BadInput(f"role {os.path.basename(role_path)}: {sub}_from {name!r} is not inside the role's "
+                       f"{sub}/ directory ({folder})", where=where)
     for cand in ((base,) if os.path.splitext(name)[1] else (base + ".yml", base + ".yaml", base)):
         if os.path.isfile(cand):
             return cand
@@ -39,7 +46,7 @@ def _role_file(role_path: str, sub: str, name: str) -> str | None:
 
 
 def _role_vars_file(role_path: str, sub: str, name: str, where: str, required: bool) -> dict:
-    path = _role_file(role_path, sub, name)
+    path = _role_file(role_path, sub, name, where)
     if path is None:
         if required:
             raise BadInput(f"role {os.path.basename(role_path)}: {sub}/{name} not found", where=where)
@@ -65,6 +72,7 @@ def load_role(name: str, inh: Inherit, params: dict, where: str, froms: dict, on
     defaults = _role_vars_file(path, "defaults", froms.get("defaults_from", "main"), where,
                                "defaults_from" in froms)
     role_vars = _role_vars_file(path, "vars", froms.get("vars_from", "main"), where, "vars_from" in froms)
+    inh.load.var_files += [f for f in (defaults, role_vars) if f]
     if export:
         inh.load.exported.append((role_vars, defaults))
     out: list = []
@@ -76,15 +84,15 @@ def load_role(name: str, inh: Inherit, params: dict, where: str, froms: dict, on
                            parent=path)   # a dependency runs once per role that depends on it
     rinh = inh.sub(vars={**inh.vars, **role_vars, **params}, defaults={**inh.defaults, **defaults},
                    role=role_name, role_path=path, base_dir=os.path.join(path, "tasks"))
-    tasks_path = _role_file(path, "tasks", froms.get("tasks_from", "main"))
+    tasks_path = _role_file(path, "tasks", froms.get("tasks_from", "main"), where)
     if tasks_path is None and "tasks_from" in froms:
         raise BadInput(f"role {role_name}: tasks/{froms['tasks_from']} not found", where=where)
     if tasks_path:
         out += read_task_file(tasks_path, rinh, False, where)
-    handlers_path = _role_file(path, "handlers", froms.get("handlers_from", "main"))
+    handlers_path = _role_file(path, "handlers", froms.get("handlers_from", "main"), where)
     if handlers_path and handlers_path not in inh.load.handler_files:
         inh.load.handler_files.add(handlers_path)
-        for h in read_task_file(handlers_path, rinh, True, where):
+        for h in handler_list(read_task_file(handlers_path, rinh, True, where)):
             if h.name:                    # `notify: "role : handler"` names it too, as in Ansible
                 h.listen = list(h.listen) + [f"{role_name} : {h.name}"]
             inh.load.handlers.append(h)

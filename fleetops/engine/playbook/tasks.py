@@ -107,10 +107,13 @@ def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
     if not is_block and not mods:
         raise BadInput("task has no module (expected one of: " + ", ".join(sorted(modules)) + ")",
                        where=m.where)
+    if handler and include_kind(inc_key) in ("include_role", "import_role"):
+        raise BadInput(f"using '{include_kind(inc_key)}' as a handler is not supported (nor in ansible-core): "
+                       "notify a handler of the role, or an include_tasks of its tasks file", where=m.where)
     if is_block:
         allowed = INCLUDE_TASK_KEYS + (inc_key,) if inc_key else BLOCK_KEYS
-        if include_kind(inc_key) in DYNAMIC and not handler:
-            allowed += LOOP_KEYS + ("register",)
+        if include_kind(inc_key) in DYNAMIC:
+            allowed += LOOP_KEYS + ("register",) + (("listen",) if handler else ())
         what = f"an {include_kind(inc_key)}" if inc_key else "a block"
         for k in m:
             if k not in allowed:
@@ -133,14 +136,18 @@ def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
     task.action = inc_key or (mods[0] if mods else None)
     if inc_key:
         task.include = include_kind(inc_key)
-        if task.include in DYNAMIC and not handler:
+        if task.include in DYNAMIC:
             _loop(m, task)
             task.register = want_name(m, "register")
+        if task.include in DYNAMIC and handler:     # notified as a whole, by its name or a topic
+            task.listen = want_str_list(m, "listen")
+            if not (task.name or task.listen):
+                raise BadInput("a handler needs a 'name' (or 'listen') to be notified by", where=m.where)
         dyn = include_block(m, inc_key, sub, handler, dynamic=True, outer=sub.sub(when=list(inh.when)))
         if isinstance(dyn, DynamicInclude):
             task.dynamic = dyn
             task.block = None if dyn.templated else read_included(dyn.kind, dyn.name, dyn.froms, dyn.inherit,
-                                                                  handler, dyn.where, dyn.public)
+                                                                  dyn.handler, dyn.where, dyn.public)
             if dyn.templated:
                 dyn.candidates = candidate_tasks(dyn)
         else:
@@ -178,6 +185,8 @@ def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
     if handler and not (task.name or task.listen):
         raise BadInput("a handler needs a 'name' (or 'listen') to be notified by", where=m.where)
     check_args(task, modules)
+    if handler and task.module == "meta" and task.args.get("cmd") == "flush_handlers":
+        raise BadInput("flush_handlers cannot be used as a handler (as in ansible-core)", where=m.key_where(key))
     return task
 
 
@@ -231,14 +240,16 @@ def include_block(m: Mapping, key: str, inh: Inherit, handler: bool, dynamic: bo
             if k not in allowed:
                 raise BadInput(f"unknown argument {k!r} for {what} (it takes: {', '.join(allowed[::2])})",
                                where=args.key_where(k))
-        raw = args.get("file", args.get("_raw_params"))
-        dynamic = what in DYNAMIC and dynamic and not handler
+        raw = args.get("_raw_params", args.get("file"))
+        dynamic = what in DYNAMIC and dynamic
         name = raw.strip() if dynamic and is_template(raw) else import_name(raw, f"{what} file", args.where, inh)
         base = outer if dynamic and outer is not None else inh
         if isinstance(args.get("apply"), Mapping):
             apply = args["apply"]
             unknown_keys(apply, BLOCK_KEYS[:-4], "apply")
             base, _ = inherit_keywords(apply, base)
+        # an included handler file's tasks run as one handler, nameless or not; imported ones are handlers
+        handler = handler and what not in DYNAMIC
         if dynamic:
             return DynamicInclude(what, name, {}, False, base, handler, args.where)
         return read_included(what, name, {}, base, handler, args.where)

@@ -12,7 +12,7 @@ from tests.support.cli_run import fleetops
 pytestmark = pytest.mark.skipif(not oracle.available(),
                                 reason="ansible-core missing: scripts/setup.sh installs the [test] extra")
 
-INVENTORY = "all:\n  hosts:\n    h1: {ansible_connection: local, ansible_python_interpreter: /usr/bin/python3}\n"
+INVENTORY = oracle.LOCAL_H1
 HEAD = """- hosts: h1
   gather_facts: false
   tasks:
@@ -37,8 +37,7 @@ CASES = {
 
 def _project(tmp_path, body: str):
     marker = tmp_path / "contacted"
-    (tmp_path / "inv.yml").write_text(INVENTORY)
-    (tmp_path / "pb.yml").write_text(HEAD.format(marker=marker) + body)
+    oracle.write_project(tmp_path, HEAD.format(marker=marker) + body, INVENTORY)
     return marker
 
 
@@ -46,7 +45,7 @@ def _project(tmp_path, body: str):
 def test_unknown_name_refused_before_any_host_where_ansible_core_fails_on_it(tmp_path, case):
     body, name, line = CASES[case]
     marker = _project(tmp_path, body)
-    ans = oracle.run("ansible-playbook", "-i", str(tmp_path / "inv.yml"), str(tmp_path / "pb.yml"), cwd=str(tmp_path))
+    ans = oracle.run_project(tmp_path)
     assert ans.returncode != 0 and name in ans.stdout + ans.stderr, ans.stdout[-2000:]
     assert marker.exists(), "ansible-core ran the task before the unknown name"
     marker.unlink()
@@ -57,3 +56,19 @@ def test_unknown_name_refused_before_any_host_where_ansible_core_fails_on_it(tmp
         assert len(lines) == 1 and lines[0].startswith(f"fleetops: error: pb.yml:{line}:"), lines
         assert f"'{name}'" in lines[0] and "Traceback" not in p.stderr, lines
         assert not marker.exists()
+
+
+@pytest.mark.parametrize("where", ["roles/r/defaults/main.yml", "group_vars/all.yml"])
+def test_unknown_name_in_a_variable_file_is_refused_at_its_line(tmp_path, where):
+    """A role default or an inventory variable whose template names an unknown filter: ansible-core
+    fails when a task uses it; fleetops refuses it at the variable's own line before the run."""
+    marker = tmp_path / "contacted"
+    files = {"roles/r/tasks/main.yml": "- debug: {msg: \"{{ v }}\"}\n", where: "ok: 1\nv: \"{{ 1 | fo_no_such_filter }}\"\n"}
+    oracle.write_project(tmp_path, HEAD.format(marker=marker) + "      include_role: {name: r}\n", INVENTORY, files)
+    ans = oracle.run_project(tmp_path)
+    assert ans.returncode != 0 and "fo_no_such_filter" in ans.stdout + ans.stderr and marker.exists()
+    marker.unlink()
+    p = fleetops("run", "pb.yml", "-i", "inv.yml", cwd=tmp_path)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 4 and len(lines) == 1 and f"{where}:2:1: " in lines[0], p.stderr
+    assert "variable 'v'" in lines[0] and "unknown filter 'fo_no_such_filter'" in lines[0] and not marker.exists()
