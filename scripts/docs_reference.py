@@ -172,9 +172,11 @@ def exit_codes_page() -> str:
     lines = ["# Exit codes", "", "Every command exits with one of these (from the code):", "",
              "| code | meaning |", "|---|---|"]
     lines += [f"| {c} | {codes[c]} |" for c in sorted(codes)]
-    lines += ["", "For `audit` and `inspect`, 5 wins over 2 and 3: the table names the hosts that could "
-              "not be audited. Bad input (4) means nothing was run and no host contacted: one "
-              "`fleetops: error: FILE:LINE:COL: what` line says what and where.", ""]
+    lines += ["", "For `audit` and `inspect`, 0 means every database healthy, and 5 wins over 2 and 3: "
+              "the table names the hosts that could not be audited. For `salvage`, 2 means the result "
+              "is partial. Bad input (4) means nothing was run and no host contacted: one "
+              "`fleetops: error: FILE:LINE:COL: what` line says what and where. After 130 (Ctrl-C) "
+              "the run is recorded as interrupted.", ""]
     return "\n".join(lines)
 
 
