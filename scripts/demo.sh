@@ -53,6 +53,13 @@ step() {
   step_name="$1"; step_started=$now
   printf '\n\033[1;34m==> %s\033[0m\n' "$*"
 }
+# On any exit, the steps' times so far (a failed step shows how far the demo got).
+timings_on_exit() {
+  local rc=$? now; now=$(date +%s)
+  [ "$rc" = 0 ] || { [ -n "${step_name:-}" ] && timings+=("$(printf '%5ss  %s (exit %s)' $(( now - step_started )) "$step_name" "$rc")"); }
+  printf '\nsteps:\n'; printf '%s\n' "${timings[@]}"; printf '%5ss  in all\n' $(( now - started ))
+}
+trap timings_on_exit EXIT
 
 step "system packages the demo runs: openssh-server, sqlite3, python3-venv (only what is missing)"
 # shellcheck source=setup.sh
@@ -106,9 +113,6 @@ step "fleetops report latest --audit: the central record of the last run"
 fleetops report latest --audit --results "$RUNS"
 
 step "done"
-took=$(( $(date +%s) - started ))
-printf '%s\n' "${timings[@]}"
-printf '%5ss  in all\n' "$took"
 cat <<EOF
 central results:   $ROOT/$RUNS/runs.db (every run, task and host result; fleetops report --list --results $RUNS)
 per-host evidence: $ROOT/$RUNS/<run-id>/<host>/hermes/<profile>/ (snapshot and quarantine manifests,
