@@ -214,6 +214,31 @@ def _oracles() -> list[tuple[str, str]]:
     return out
 
 
+ORACLE_RESULTS = ROOT / "tests" / "data" / "ansible" / "playbook-oracle.tsv"
+
+
+def _corpus_results() -> list[str]:
+    """The playbook oracle's own results (tests/scenario/compat/test_playbook_oracle.py checks
+    every row against ansible-core's listing, so this table is what the oracle found)."""
+    if not ORACLE_RESULTS.exists():
+        return []
+    rows = [ln.rstrip("\n").split("\t", 1) for ln in ORACLE_RESULTS.read_text().splitlines()
+            if ln.strip() and not ln.startswith("#")]
+    counts: dict[str, int] = {}
+    for _, outcome in rows:
+        counts[outcome] = counts.get(outcome, 0) + 1
+    out = ["", "## Real playbooks, beside ansible-playbook", "",
+           f"The {len(rows)} playbook files of the corpus (`tests/data/ansible/playbooks/`: ansible-core's "
+           "own integration targets, trellis, ansible-for-devops; each one's origin in its `INDEX.tsv`), "
+           "listed by `ansible-playbook --list-hosts --list-tasks` and by `fleetops run --list-hosts "
+           "--list-tasks`. The oracle test checks every row against ansible-core on each run.", "",
+           "| outcome | playbooks |", "|---|---|"]
+    out += [f"| {o.replace('|', '&#124;')} | {n} |" for o, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+    out += ["", "| playbook | outcome |", "|---|---|"]
+    out += [f"| `{p}` | {o.replace('|', '&#124;')} |" for p, o in rows]
+    return out
+
+
 def compat_page() -> str:
     from fleetops.engine.playbook import keywords as kw
     from fleetops.extensions import get_modules
@@ -234,6 +259,7 @@ def compat_page() -> str:
         args = getattr(cls, "args", None) or {}
         cell = "<br>".join(f"`{a}`: {_arg_text(v)}" for a, v in args.items()) or "(free form)"
         lines.append(f"| `{name}` | {cell} |")
+    lines += _corpus_results()
     lines += ["", "## Checked against ansible-core", "",
               "Each of these tests runs ansible-core 2.19 as the oracle beside fleetops on the same files "
               "or hosts (the first paragraph of each test file's docstring):", "",

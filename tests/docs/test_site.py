@@ -36,6 +36,8 @@ def test_the_site_builds_strict_with_the_generated_reference(site):
         assert (site / page).is_file(), page
     assert "fleetops audit -i hosts.yml" in (site / "reference" / "commands.html").read_text()
     assert not (site / "_incoming").exists()
+    compat = (site / "reference" / "ansible-compatibility.html").read_text()
+    assert "listed as ansible-core lists it" in compat and "refused by both" in compat   # the oracle's rows
 
 
 def test_the_site_loads_nothing_from_the_network(site):
