@@ -21,7 +21,7 @@ from fleetops import __version__
 from fleetops.engine.results_backend import store_errors
 from fleetops.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, BadInput, FleetopsError
 from fleetops.extensions import registry
-from fleetops.options import DEFAULT_FORKS, RESULTS_HELP, SECRETS, positive_int, results_target
+from fleetops.options import DEFAULT_FORKS, RESULTS_HELP, SECRETS, examples, positive_int, results_target
 
 EXIT_UNEXPECTED = 1
 EXIT_CODES = {0: "all ok", 2: "a host failed", 3: "a host unreachable and none failed",
@@ -368,7 +368,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action=_VersionAction, help="the version and the Python, paramiko and SQLite it runs on")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    r = sub.add_parser("run", help="run a playbook: a file, or a bundled one by name (fleetops playbooks)")
+    r = sub.add_parser("run", help="run a playbook: a file, or a bundled one by name (fleetops playbooks)", **examples(
+        "fleetops run repair -i hosts.yml --check          # per host: the verdict and the path it would take",
+        "fleetops run repair -i hosts.yml -e repair_serial=5 -e repair_max_fail_percentage=10",
+        "fleetops run backup-units -i hosts.yml --check --diff",
+        "fleetops run site.yml -i inventory/ --list-hosts --list-tasks   # what would run, as ansible-playbook lists it"))
     r.add_argument("playbook", metavar="PLAYBOOK", help="a playbook file, or the name of a bundled one (repair, ...)")
     r.add_argument("-i", "--inventory", metavar="INVENTORY", help="default: [defaults] inventory of ansible.cfg")
     r.add_argument("-l", "--limit", metavar="PATTERN")
@@ -392,18 +396,25 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--list-tasks", action="store_true", help="print the tasks each play would run, as ansible-playbook does; run nothing")
     r.set_defaults(func=cmd_run)
 
-    pb = sub.add_parser("playbooks", help="the bundled playbooks: what each does and takes; --copy one out")
+    pb = sub.add_parser("playbooks", help="the bundled playbooks: what each does and takes; --copy one out", **examples(
+        "fleetops playbooks                    # each bundled playbook and the variables it takes",
+        "fleetops playbooks --copy repair ./mine/   # repair.yml with its templates and files, to adapt"))
     pb.add_argument("--copy", nargs=2, metavar=("NAME", "DIR"), help="copy bundled playbook NAME into DIR")
     pb.add_argument("--json", action="store_true")
     pb.set_defaults(func=cmd_playbooks)
 
-    h = sub.add_parser("hosts", help="matched hosts and their resolved variables (secrets masked)")
+    h = sub.add_parser("hosts", help="matched hosts and their resolved variables (secrets masked)", **examples(
+        "fleetops hosts -i inventory/ -l 'gateways:&eu'",
+        "fleetops hosts -i hosts.yml --json"))
     h.add_argument("-i", "--inventory", required=True, metavar="INVENTORY")
     h.add_argument("-l", "--limit", metavar="PATTERN")
     h.add_argument("--json", action="store_true")
     h.set_defaults(func=cmd_hosts)
 
-    rp = sub.add_parser("report", help="render a past run from the results store")
+    rp = sub.add_parser("report", help="render a past run from the results store", **examples(
+        "fleetops report latest --audit        # the last run, with the fleet's database health and its trend",
+        "fleetops report --list --limit 5",
+        "fleetops report --html ./site --since 7d   # a static site: open site/index.html, offline"))
     rp.add_argument("run_id", nargs="?", default="latest", metavar="RUN_ID|latest")
     rp.add_argument("--json", action="store_true")
     rp.add_argument("--results", metavar="DIR|URL", help=RESULTS_HELP)
@@ -415,7 +426,10 @@ def build_parser() -> argparse.ArgumentParser:
         add(rp)
     rp.set_defaults(func=cmd_report)
 
-    lab = sub.add_parser("lab", help="a local demo fleet of real sshd servers")
+    lab = sub.add_parser("lab", help="a local demo fleet of real sshd servers", **examples(
+        "fleetops lab up 6                     # six sshd hosts on 127.0.0.1, one Unix user each (root)",
+        "fleetops lab status",
+        "fleetops lab down"))
     lab_sub = lab.add_subparsers(dest="lab_cmd", metavar="up|down|status", required=True)
     for name, helptext in (("up", "start N sshd hosts"), ("down", "stop them"), ("status", "show them")):
         lp = lab_sub.add_parser(name, help=helptext)

@@ -1,6 +1,6 @@
 """Errors that cross package boundaries, each mapped to one exit code.
 
-Exit codes (documented in the README): 0 all ok; 2 a host failed; 3 a host
+Exit codes (docs/reference/exit-codes.md, generated from cli.EXIT_CODES): 0 all ok; 2 a host failed; 3 a host
 unreachable and none failed; 4 bad input (nothing was run); 130 interrupted.
 """
 from __future__ import annotations

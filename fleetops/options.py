@@ -37,3 +37,10 @@ def results_target(value) -> tuple:
         SECRETS.update(url_secrets(value))
         return os.environ.get("FLEETOPS_RESULTS_FILES") or DEFAULT_RESULTS_DIR, value
     return value, None
+
+
+def examples(*lines: str) -> dict:
+    """add_parser keywords that end a command's --help with real examples, as git's and
+    ansible-playbook's do; the docs' CLI reference is this help (tests/docs checks both)."""
+    return {"epilog": "examples:\n" + "\n".join("  " + ln for ln in lines),
+            "formatter_class": argparse.RawDescriptionHelpFormatter}

@@ -7,6 +7,8 @@
 #                                 audit again (all healthy), and the central report
 #   bash scripts/demo.sh down     stop the demo: holders by recorded PID, then the lab's sshd servers
 #
+# Installs only what it runs (scripts/setup.sh with FLEETOPS_SETUP_FOR=demo; the test suite's
+# extras are scripts/test.sh's) and prints how long each step took.
 # Idempotent: running it again stops the previous demo and starts fresh in ./fleetops-demo.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,31 +24,48 @@ if [ "$(id -u)" != 0 ]; then
   exit 1
 fi
 
-step() { printf '\n\033[1;34m==> %s\033[0m\n' "$*"; }
-
 down() {
-  if [ -f "$REG" ] && [ -x "${VENV:-$ROOT/.venv}/bin/python" ]; then
-    "${VENV:-$ROOT/.venv}/bin/python" scripts/demo_seed.py --lab "$LAB" --prefix "$PREFIX" --registry "$REG" --down || true
+  if [ -f "$REG" ] && [ -x "$VENV/bin/python" ]; then
+    "$VENV/bin/python" scripts/demo_seed.py --lab "$LAB" --prefix "$PREFIX" --registry "$REG" --down || true
   fi
-  if [ -f "$LAB/lab.json" ] && command -v fleetops >/dev/null 2>&1; then
-    fleetops lab down --dir "$LAB" --prefix "$PREFIX" || true
-  elif [ -f "$LAB/lab.json" ] && [ -x "${VENV:-$ROOT/.venv}/bin/fleetops" ]; then
-    "${VENV:-$ROOT/.venv}/bin/fleetops" lab down --dir "$LAB" --prefix "$PREFIX" || true
+  if [ -f "$LAB/lab.json" ] && [ -x "$VENV/bin/fleetops" ]; then
+    "$VENV/bin/fleetops" lab down --dir "$LAB" --prefix "$PREFIX" || true
   fi
 }
 
 if [ "${1:-}" = down ]; then
-  export PATH="${FLEETOPS_VENV:-$ROOT/.venv}/bin:$PATH"
-  VENV="${FLEETOPS_VENV:-$ROOT/.venv}"
+  VENV="${FLEETOPS_DEMO_VENV:-$ROOT/.demo-venv}"
   down
   echo "demo: stopped (the lab users and ./$DEMO stay; re-run bash scripts/demo.sh to start fresh)"
   exit 0
 fi
 
 started=$(date +%s)
-step "installing what the demo needs (system packages, the fleetops venv, the hermes-agent venv)"
+step_started=$started
+timings=()
+# Each step prints how long the one before it took; the summary at the end lists them all.
+step() {
+  local now; now=$(date +%s)
+  if [ -n "${step_name:-}" ]; then
+    timings+=("$(printf '%5ss  %s' $(( now - step_started )) "$step_name")")
+    printf '\033[2m    (%ss)\033[0m\n' $(( now - step_started ))
+  fi
+  step_name="$1"; step_started=$now
+  printf '\n\033[1;34m==> %s\033[0m\n' "$*"
+}
+# On any exit, the steps' times so far (a failed step shows how far the demo got).
+timings_on_exit() {
+  local rc=$? now; now=$(date +%s)
+  [ "$rc" = 0 ] || { [ -n "${step_name:-}" ] && timings+=("$(printf '%5ss  %s (exit %s)' $(( now - step_started )) "$step_name" "$rc")"); }
+  printf '\nsteps:\n'; printf '%s\n' "${timings[@]}"; printf '%5ss  in all\n' $(( now - started ))
+}
+trap timings_on_exit EXIT
+
+step "system packages the demo runs: openssh-server, sqlite3, python3-venv (only what is missing)"
 # shellcheck source=setup.sh
-source scripts/setup.sh
+FLEETOPS_SETUP_FOR=demo source scripts/setup.sh
+
+step "the hermes-agent venv the demo hosts run (real Hermes gateways hold the stores)"
 HV="$(bash scripts/hermes-venv.sh)"
 # the lab users run Hermes from that venv: its interpreter must be reachable by them (a python3
 # under /root, e.g. pyenv, is not), else build one on the system python
@@ -55,14 +74,13 @@ if ! runuser -u nobody -- "$HV/bin/python" -c '' >/dev/null 2>&1; then
 fi
 export FLEETOPS_LAB_HERMES_VENV="$HV" FLEETOPS_HERMES_VENV="$HV"
 
-APP_VENV="${FLEETOPS_DEMO_VENV:-$ROOT/.demo-venv}"
-step "building a wheel of fleetops and installing it into its own venv ($APP_VENV): the demo runs what an operator installs"
-wheel_dir="$(mktemp -d)"
-"$VENV/bin/python" -m pip wheel -q --no-deps -w "$wheel_dir" "$ROOT" >/dev/null
-[ -x "$APP_VENV/bin/python" ] || python3 -m venv "$APP_VENV"
-"$APP_VENV/bin/pip" install -q --force-reinstall "$wheel_dir"/fleetops-*.whl >/dev/null
-rm -rf "$wheel_dir" "$ROOT/build"
-fleetops() { "$APP_VENV/bin/fleetops" "$@"; }
+VENV="${FLEETOPS_DEMO_VENV:-$ROOT/.demo-venv}"
+step "pip install . into its own venv ($VENV): the demo runs what an operator installs"
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+"$VENV/bin/pip" uninstall -q -y fleetops >/dev/null 2>&1 || true   # this checkout's files, also at the same version
+"$VENV/bin/pip" install -q --disable-pip-version-check "$ROOT" >/dev/null
+rm -rf "$ROOT/build"
+export PATH="$VENV/bin:$PATH"
 fleetops --version
 
 step "starting fresh in ./$DEMO"
@@ -75,7 +93,7 @@ fleetops lab up 6 --dir "$LAB" --prefix "$PREFIX"
 INV="$LAB/inventory.yml"
 
 step "seeding Hermes stores (some damaged) under live Hermes processes, as each host's user"
-python3 scripts/demo_seed.py --lab "$LAB" --prefix "$PREFIX" --registry "$REG"
+"$VENV/bin/python" scripts/demo_seed.py --lab "$LAB" --prefix "$PREFIX" --registry "$REG"
 
 step "fleetops audit: read-only health audit of the fleet (exit 5 = damaged stores found)"
 set +e
@@ -94,14 +112,13 @@ fleetops audit -i "$INV" --results "$RUNS"
 step "fleetops report latest --audit: the central record of the last run"
 fleetops report latest --audit --results "$RUNS"
 
-took=$(( $(date +%s) - started ))
-step "done in ${took}s"
+step "done"
 cat <<EOF
 central results:   $ROOT/$RUNS/runs.db (every run, task and host result; fleetops report --list --results $RUNS)
 per-host evidence: $ROOT/$RUNS/<run-id>/<host>/hermes/<profile>/ (snapshot and quarantine manifests,
                    repair and salvage reports, verify results)
 on each host:      ~/.hermes/fleetops/{snapshots,quarantine}/ (the damaged originals, sha256 in manifest.json)
-the installed tool: $APP_VENV/bin/fleetops (fleetops playbooks lists what it bundles)
-undo one host:     $APP_VENV/bin/fleetops run rollback -i $INV -l lab03 --results $RUNS
+the installed tool: $VENV/bin/fleetops (fleetops playbooks lists what it bundles)
+undo one host:     $VENV/bin/fleetops run rollback -i $INV -l lab03 --results $RUNS
 stop the demo:     bash scripts/demo.sh down
 EOF

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The tree's linters, run by scripts/test.sh before the tests: ruff (pyflakes and bugbear rules)
 # on everything ours, vulture for dead code in the product, mypy on the engine's typed seams,
-# and the file-size rule (no product file over 600 lines unless README "Code layout" names it).
+# and the file-size rule (no product file over 600 lines unless pyproject.toml [tool.fleetops.file_sizes] allows it, with its reason).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${1:-$ROOT/.venv/bin/python}"

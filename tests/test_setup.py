@@ -11,9 +11,9 @@ from tests.support.paths import REPO
 ROOT = REPO
 
 
-def _would_install(tmp_path, hide) -> str:
+def _would_install(tmp_path, hide, setup_for=None) -> str:
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    bin_dir.mkdir(parents=True)
     for d in ("/usr/local/bin", "/usr/bin", "/usr/sbin", "/bin", "/sbin"):
         if not os.path.isdir(d):
             continue
@@ -23,6 +23,8 @@ def _would_install(tmp_path, hide) -> str:
                 link.symlink_to(os.path.join(d, name))
     env = {"PATH": str(bin_dir), "HOME": str(tmp_path), "FLEETOPS_SETUP_DRY_RUN": "1",
            "FLEETOPS_VENV": str(tmp_path / "venv")}
+    if setup_for:
+        env["FLEETOPS_SETUP_FOR"] = setup_for
     p = subprocess.run(["/bin/bash", str(ROOT / "scripts" / "setup.sh")], env=env, capture_output=True,
                        text=True, timeout=60)
     assert p.returncode == 0, p.stderr
@@ -39,3 +41,20 @@ def test_setup_installs_what_the_tests_call(tmp_path, hide, package):
 
 def test_nothing_missing_here_means_nothing_installed(tmp_path):
     assert "procps" not in _would_install(tmp_path, set())
+
+
+# What only the tests call: the demo (scripts/demo.sh, FLEETOPS_SETUP_FOR=demo) installs none of it.
+TEST_ONLY = [({"chromium"}, "chromium"), ({"crontab"}, "cron"), ({"systemd-nspawn"}, "systemd-container"),
+             ({"dnf"}, "dnf"), ({"sudo"}, "sudo")]
+
+
+@pytest.mark.parametrize("hide,package", TEST_ONLY)
+def test_the_demo_installs_nothing_only_the_tests_need(tmp_path, hide, package):
+    assert package in _would_install(tmp_path / "t", hide)
+    assert package not in _would_install(tmp_path / "d", hide, setup_for="demo")
+
+
+@pytest.mark.parametrize("hide,package", [({"sqlite3"}, "sqlite3"), ({"ssh-keygen"}, "openssh-client"),
+                                          ({"pgrep"}, "procps"), ({"runuser"}, "util-linux")])
+def test_the_demo_installs_what_it_runs(tmp_path, hide, package):
+    assert package in _would_install(tmp_path, hide, setup_for="demo")

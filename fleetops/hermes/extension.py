@@ -10,7 +10,7 @@ from fleetops.hermes import audit, cli, salvage_cli, site
 from fleetops.hermes.repair import (HermesHostlock, HermesQuarantine, HermesRepair, HermesRollback,
                                     HermesSnapshot, HermesStartWriters, HermesStopWriters, HermesSwap,
                                     HermesVerify)
-from fleetops.options import DEFAULT_FORKS, RESULTS_HELP, positive_int
+from fleetops.options import DEFAULT_FORKS, RESULTS_HELP, examples, positive_int
 
 BUDGET_HELP = ("on a store bigger than GB gigabytes (GiB), skip the audit's costliest FTS check unless --deep: the "
                "index walk, or on SQLite 3.44+ FTS5's own check (quick_check then runs table by table); the fleet "
@@ -39,7 +39,10 @@ def _command(fn):
 
 def add_commands(sub, registry) -> None:
     """The Hermes commands; `registry` is the composed one, whose modules `audit` runs with."""
-    a = sub.add_parser("audit", help="read-only health audit of every Hermes state.db in the fleet")
+    a = sub.add_parser("audit", help="read-only health audit of every Hermes state.db in the fleet", **examples(
+        "fleetops audit -i hosts.yml           # exit 0 all healthy, 5 a store is not",
+        "fleetops audit -i inventory/ -l gateways --budget 5 --forks 50",
+        "fleetops audit -i hosts.yml --json | jq '.databases[] | select(.verdict != \"healthy\") | .host'"))
     a.add_argument("-i", "--inventory", required=True, metavar="INVENTORY")
     a.add_argument("-l", "--limit", metavar="PATTERN")
     a.add_argument("--deep", action="store_true", help="add integrity_check (index against table)")
@@ -47,7 +50,7 @@ def add_commands(sub, registry) -> None:
     a.add_argument("--write-probe", action="store_true",
                    help="also prove a write lands: one row into state_meta, read back, deleted, committed; "
                         "refused on damaged files, retired WAL generations, DELETE journals under a writer "
-                        "(see README)")
+                        "(docs: Internals, persistence evidence)")
     a.add_argument("-f", "--forks", type=positive_int, default=DEFAULT_FORKS, metavar="N",
                    help=f"hosts audited at once (default {DEFAULT_FORKS})")
     a.add_argument("--json", action="store_true")
@@ -56,14 +59,19 @@ def add_commands(sub, registry) -> None:
     a.add_argument("--known-hosts", metavar="FILE")
     a.set_defaults(func=_command(functools.partial(cli.audit, modules=registry.modules)))
 
-    ins = sub.add_parser("inspect", help="the audit checks on one local state.db")
+    ins = sub.add_parser("inspect", help="the audit checks on one local state.db", **examples(
+        "fleetops inspect ~/.hermes/state.db",
+        "fleetops inspect copy-of-state.db --deep --json"))
     ins.add_argument("path", metavar="PATH")
     ins.add_argument("--deep", action="store_true")
     ins.add_argument("--budget", type=positive_gb, metavar="GB", help=BUDGET_HELP)
     ins.add_argument("--json", action="store_true")
     ins.set_defaults(func=_command(cli.inspect))
 
-    s = sub.add_parser("salvage", help="recover every readable row of a damaged state.db into a new file")
+    s = sub.add_parser("salvage", help="recover every readable row of a damaged state.db into a new file", **examples(
+        "fleetops salvage state.db recovered.db --report salvage.json   # exit 0 complete, 2 partial",
+        "fleetops salvage state.db recovered.db --schema-from healthy-state.db",
+        "fleetops salvage state.db recovered.db --fts leave-to-hermes"))
     s.add_argument("source", metavar="SOURCE")
     s.add_argument("output", metavar="OUTPUT")
     s.add_argument("--report", metavar="REPORT.json")

@@ -1,7 +1,7 @@
 """A skip nobody sees is a defect: every skip is listed (`-rs`), and a test that skips for a reason
 outside this short allow-list fails the run (exit 1), so a green run cannot hide a vanished test.
 
-Each entry is (test path prefix, text in the skip reason) and is in the README ("Skips"): only
+Each entry is (test path prefix, text in the skip reason) and is in docs/development.md ("Skips"): only
 conditions of the machine that the suite cannot change and that a reader of the run can see.
 """
 from __future__ import annotations

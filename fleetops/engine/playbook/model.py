@@ -102,7 +102,7 @@ class Play:
     remote_user: str | None = None
     connection: str | None = None                   # the `connection` keyword (below ansible_connection)
     environment: list = field(default_factory=list)  # the play's `environment` parts (fact gathering's too)
-    strategy: str = "linear"                        # free runs as linear (README)
+    strategy: str = "linear"                        # free runs as linear (docs/guides/ansible-users.md)
     order: str = "inventory"
     vars_files_where: list = field(default_factory=list, repr=False)
     positions: dict = field(default_factory=dict, repr=False)

@@ -14,7 +14,7 @@ copy. So the audit also reads what Hermes writes beside the store when a write f
 Bounded and read-only: the last `log_tail_bytes` of each log, entries newer than
 `evidence_days`, at most MAX_ENTRIES directory entries and MAX_JSON bytes per JSON file; no
 file is opened for writing. The one exception is the write probe (`write_probe.py`), off unless
-asked for (its safety argument is in its docstring and the README).
+asked for (its safety argument is in its docstring and docs/internals/persistence.md).
 
 Stdlib only, Python 3.8+.
 """
@@ -389,7 +389,7 @@ def _age(seconds):
 
 
 def judge(ev, now, stale_hours):
-    """(not_persisting reasons, warnings) from the evidence; see the README for each rule."""
+    """(not_persisting reasons, warnings) from the evidence; docs/internals/persistence.md says each rule."""
     reasons, warns = [], []
     lw = (ev.get("last_write") or {}).get("at_ts")
     gw = ev.get("gateway")

@@ -3,7 +3,7 @@ ansible-for-devops) listed by `ansible-playbook --list-hosts --list-tasks` (ansi
 oracle) and by fleetops' own reading of them (`fleetops run --list-hosts --list-tasks`).
 
 A playbook ansible-core lists must be listed the same by fleetops (hosts compared as a set: ansible
-prints a set), or refused for a reason README "Differences from Ansible" names (REFUSALS), or be
+prints a set), or refused for a reason docs/guides/ansible-users.md "Differences from Ansible" names (REFUSALS), or be
 one of DIFFERENCES. A playbook ansible-core refuses (a Galaxy role that is not there) fleetops
 must refuse too.
 """
@@ -26,7 +26,7 @@ from tests.support.paths import DATA
 CORPUS = os.path.join(DATA, "ansible", "playbooks")
 SKIP_DIRS = {"roles", "group_vars", "host_vars", "tasks", "handlers", "templates", "vars", "defaults",
              "molecule", "files", "meta"}
-# fleetops refuses these on purpose (README "Differences from Ansible"): message fragments
+# fleetops refuses these on purpose (docs/guides/ansible-users.md "Differences from Ansible"): message fragments
 REFUSALS = ("unknown module", "unknown argument", "a templated include_tasks file", "a templated include_role",
             "a templated import_role", "a loop over an include", "a templated import_playbook",
             "is not allowed on an include", "'strategy' must be one of",
@@ -36,8 +36,13 @@ REFUSALS = ("unknown module", "unknown argument", "a templated include_tasks fil
             "delegate_to", "delegate_facts", "must be a non-empty string", "vars_prompt",
             "is in a collection", "unknown key 'force_handlers'", "'notify' is not allowed on",
             "a handler needs a 'name'", "a templated tasks_from")
-# listed, but not as ansible-core lists them (README "Differences from Ansible")
+# listed, but not as ansible-core lists them (docs/guides/ansible-users.md "Differences from Ansible")
 DIFFERENCES = {"ansible-core/tags/test_template_parent_tags.yml": "templated tags are not rendered"}
+# The oracle's own results, one row per corpus playbook: what fleetops does with it beside
+# ansible-core. The docs' Ansible compatibility page is rendered from this file
+# (scripts/docs_reference.py) and every row is checked here, so the page cannot drift;
+# FLEETOPS_ORACLE_RECORD=1 writes the rows this run finds instead of checking them.
+RESULTS = os.path.join(DATA, "ansible", "playbook-oracle.tsv")
 
 pytestmark = pytest.mark.skipif(not oracle.available(),
                                 reason="ansible-core missing: scripts/setup.sh installs the [test] extra")
@@ -81,6 +86,30 @@ def test_corpus_is_attributed():
     assert len(playbooks()) >= 100
 
 
+def recorded() -> dict:
+    """{corpus-relative path: outcome} from RESULTS."""
+    if not os.path.exists(RESULTS):
+        return {}
+    with open(RESULTS, encoding="utf-8") as fh:
+        return dict(line.rstrip("\n").split("\t", 1) for line in fh if line.strip() and not line.startswith("#"))
+
+
+def _check_row(rel: str, outcome: str) -> None:
+    rows = recorded()
+    if os.environ.get("FLEETOPS_ORACLE_RECORD"):
+        rows[rel] = outcome
+        with open(RESULTS, "w", encoding="utf-8") as fh:
+            fh.write("# path\toutcome beside ansible-core 2.19 (tests/scenario/compat/test_playbook_oracle.py)\n")
+            fh.writelines(f"{k}\t{v}\n" for k, v in sorted(rows.items()))
+        return
+    assert rows.get(rel) == outcome, (f"{rel}: the oracle finds {outcome!r}, {RESULTS} says {rows.get(rel)!r} "
+                                      "(FLEETOPS_ORACLE_RECORD=1 rewrites it)")
+
+
+def test_the_results_table_lists_every_corpus_playbook():
+    assert set(recorded()) == {p.id for p in playbooks()}
+
+
 @pytest.fixture(scope="module")
 def ansible_listings(tmp_path_factory):
     """`ansible-playbook --list-tasks --list-hosts` of every corpus playbook (the real command
@@ -96,14 +125,18 @@ def ansible_listings(tmp_path_factory):
 @pytest.mark.parametrize("path", playbooks())
 def test_playbook_lists_as_ansible_core_lists_it(path, ansible_listings):
     inv, want = ansible_listings[path]
+    rel = os.path.relpath(path, CORPUS)
     try:
         got = outline(load_playbook(path, registry().modules), load_inventory(inv))
     except BadInput as exc:
         if want.returncode != 0:
-            return                      # refused by both
-        assert any(f in exc.msg for f in REFUSALS), f"fleetops refuses, ansible-core lists it: {exc}"
+            _check_row(rel, "refused by both")
+            return
+        reasons = [f for f in REFUSALS if f in exc.msg]
+        assert reasons, f"fleetops refuses, ansible-core lists it: {exc}"
+        _check_row(rel, f"refused by fleetops: {reasons[0]}")
         return
     assert want.returncode == 0, f"ansible-core refuses what fleetops reads: {want.stderr[-500:]}"
     same = sorted(want.stdout.split("\n")) == sorted(got.split("\n"))
-    rel = os.path.relpath(path, CORPUS)
     assert same != (rel in DIFFERENCES), (want.stdout, got)
+    _check_row(rel, "listed as ansible-core lists it" if same else f"listed differently: {DIFFERENCES[rel]}")
