@@ -241,7 +241,7 @@ def _corpus_results() -> list[str]:
 
 def compat_page() -> str:
     from fleetops.engine.playbook import keywords as kw
-    from fleetops.extensions import get_modules
+    from fleetops.extensions import registry
     lines = ["# Ansible compatibility", "",
              "What fleetops reads of an Ansible playbook, from the code's own keyword lists and each "
              "module's declared arguments; an argument not listed is refused at its line. The deliberate "
@@ -255,7 +255,7 @@ def compat_page() -> str:
     lines += ["", "Refused with a reason:", ""]
     lines += [f"- `{k}`: {v}" for k, v in sorted(kw.NOT_SUPPORTED.items())]
     lines += ["", "## Modules", "", "| module | arguments |", "|---|---|"]
-    for name, cls in sorted(get_modules().items()):
+    for name, cls in sorted(registry().modules.items()):
         args = getattr(cls, "args", None) or {}
         cell = "<br>".join(f"`{a}`: {_arg_text(v)}" for a, v in args.items()) or "(free form)"
         lines.append(f"| `{name}` | {cell} |")
