@@ -33,13 +33,7 @@ def stores(tmp_path_factory):
 
     def get(version):
         if version not in made:
-            v = hermes_matrix.get(version)
-            try:
-                build.venv_python(version)
-            except build.HermesVenvMissing as exc:
-                pytest.skip(str(exc))
-            if not (v.lab_venv / "bin" / "python").exists():
-                pytest.skip("Hermes %s has no venv the lab users can run: %s" % (version, v.install_hint))
+            hermes_matrix.lab_ready(version)
             p = tmp_path_factory.mktemp("lab-store-%s" % version) / "state.db"
             build.standard_db(p, hermes=version)
             made[version] = p
