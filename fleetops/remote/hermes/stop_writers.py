@@ -12,7 +12,7 @@ import time
 from fleetops.remote.host.inputs import flag
 from fleetops.remote.hermes import fence as hermes_fence
 from fleetops.remote.hermes import holders as hermes_holders
-from fleetops.remote.hermes import start_writers, steplib, writers
+from fleetops.remote.hermes import retired_wal, start_writers, steplib, writers
 from fleetops.remote.sqlite import fence as sqlite_fence
 
 
@@ -142,6 +142,8 @@ def stop(loc, args):
                     else "nothing holds %s" % db)}
     rec = _merge_record(loc, plan)
     writers.save_record(loc, rec)  # before anything is stopped: an interrupted stop can still be undone
+    # a deleted -wal dies with its last holder: copy it (through /proc/PID/fd/N) while it is open
+    captured = retired_wal.capture_open(loc, scan["holders"])
     log = []
     stopped = []
     for u in plan["units"]:
@@ -182,12 +184,12 @@ def stop(loc, args):
                 "stopped": stopped, "respawns": res["respawns"], "respawn_count": n_r,
                 "respawn_pids": [r["pid"] for r in res["respawns"]], "fence": fence,
                 "fenced_holders": res.get("fenced_holders") or [], "record": writers.public_record(rec),
-                "record_path": writers.record_path(loc), "log": log}
+                "record_path": writers.record_path(loc), "log": log, "retired_captured": captured}
     rec["status"] = "stopped"
     rec["stop_failed"] = res["reason"]
     writers.save_record(loc, rec)
     out = {"changed": bool(stopped), "failed": True, "skipped": False, "stopped": stopped,
-           "respawns": res["respawns"], "remaining": res.get("remaining"), "log": log,
+           "respawns": res["respawns"], "remaining": res.get("remaining"), "log": log, "retired_captured": captured,
            "record_path": writers.record_path(loc)}
     if opts["restart_on_failure"] and stopped:
         st = start_writers.start(loc, args)  # leave the host as it was
