@@ -24,6 +24,8 @@ from fleetops.remote.sqlite.sql import quote_ident
 HERMES_SUFFIX = ".retired-wal-"
 OURS = "retired-wal"          # under <hermes root>/fleetops/: the captures fleetops made
 FTS_SHADOW = ("_data", "_idx", "_content", "_docsize", "_config")
+# one message, whatever its id: what a second copy of it (a replayed pending message) shares
+DUP_KEY = ("session_id", "role", "timestamp", "content")
 
 
 def _own_dir(loc):
@@ -175,7 +177,11 @@ def _merge_table(conn, table):
     join = " AND ".join("m.%s = s.%s" % (k, k) for k in key)
     missing = conn.execute("SELECT %s FROM src.%s AS s NOT INDEXED WHERE NOT EXISTS (SELECT 1 FROM main.%s AS m "
                            "WHERE %s)" % (k_src, t, t, join)).fetchall()
-    out = {"merged": 0, "conflicts": 0, "conflict_errors": []}
+    out = {"merged": 0, "conflicts": 0, "conflict_errors": [], "same_message_present": 0}
+    same = None
+    if table == "messages" and set(DUP_KEY) <= set(shared):
+        same = "SELECT 1 FROM src.messages AS s WHERE %s AND EXISTS (SELECT 1 FROM main.messages AS m WHERE %s)" % (
+            " AND ".join("s.%s = ?" % k for k in key), " AND ".join("m.%s IS s.%s" % (c, c) for c in DUP_KEY))
     out["present"] = conn.execute("SELECT count(*) FROM src.%s AS s NOT INDEXED WHERE EXISTS (SELECT 1 FROM main.%s AS m "
                                   "WHERE %s)" % (t, t, join)).fetchone()[0]
     if shared:
@@ -190,6 +196,9 @@ def _merge_table(conn, table):
         t, "rowid, " if rowid else "", collist, "s.rowid, " if rowid else "",
         ", ".join("s.%s" % quote_ident(c) for c in shared), t, where)
     for k in missing:
+        if same and conn.execute(same, tuple(k)).fetchone():
+            out["same_message_present"] += 1      # stored already under another id: never twice
+            continue
         conn.execute("SAVEPOINT one")
         try:
             conn.execute(ins, tuple(k))
