@@ -135,7 +135,7 @@ def stop(loc, args):
     if flag(args.get("_check")):
         n = len(scan["holders"])
         return {"changed": False, "failed": False, "skipped": False, "plan": summary,
-                "holders": scan["holders"],
+                "holders": scan["holders"], "proven_unable": scan.get("unable"),
                 "msg": "check mode: %s" % ("would stop %d holder(s): units %s, gateway %s, signal %s" % (
                     n, summary["units"] or "-", summary["gateway"]["pid"] if summary["gateway"] else "-",
                     [p["pid"] for p in plan["processes"]] or "-") if n or summary["units"]
