@@ -12,6 +12,7 @@ import time
 from fleetops.remote.host.inputs import flag
 from fleetops.remote.hermes import fence as hermes_fence
 from fleetops.remote.hermes import holders as hermes_holders
+from fleetops.remote.hermes import members as hermes_members
 from fleetops.remote.hermes import retired_wal, start_writers, steplib, writers
 from fleetops.remote.sqlite import fence as sqlite_fence
 
@@ -124,6 +125,9 @@ def stop(loc, args):
                 db, len(foreign), "\n".join(lines), " ".join(str(h["pid"]) for h in foreign)),
             foreign=[dict((k, h.get(k)) for k in ("pid", "ppid", "user", "kind", "cmdline")) for h in foreign],
             holders=scan)
+    # Hermes processes of this profile that Hermes refused the store at open hold no handle: stop them too
+    scan["holders"] = scan["holders"] + hermes_members.members(
+        loc, set(h["pid"] for h in scan["holders"]) | hermes_fence.pids(loc))
     plan = _plan(loc, opts, scan)
     if plan["problems"] and not opts["force"]:
         return _refusal("refusing to stop writers of %s:\n  %s\nNothing was stopped." % (
@@ -259,6 +263,7 @@ def _converge(loc, opts, scan0, stopped, log, rec, plan):
             if not h.get("cmdline"):
                 nameless.setdefault(h["pid"], now)
         holders = [h for h in scan["holders"] if h.get("cmdline") or now - nameless[h["pid"]] > 2.0]
+        holders += hermes_members.members(loc, set(h["pid"] for h in scan["holders"]) | exclude)
         foreign = _foreign(holders)
         if foreign and not opts["force"]:
             if keeper is not None:
