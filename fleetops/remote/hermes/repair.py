@@ -355,9 +355,12 @@ def main(args):
                                     {"sqlite_version": sqlite3.sqlite_version, "fts5": True, "trigram": True},
                                     time.time())
         path = PATHS.get(rec.get("verdict"))
+        kept = retired_wal.sources(loc)
         return {"changed": False, "failed": False, "skipped": False, "verdict": rec.get("verdict"), "path": path,
-                "msg": "check mode: %s is %s now; the repair would take path %s on its quarantined image" % (
-                    loc["db"], rec.get("verdict"), path)}
+                "retired_wal_sources": len(kept),
+                "msg": "check mode: %s is %s now; the repair would take path %s on its quarantined image%s" % (
+                    loc["db"], rec.get("verdict"), path, "" if not kept else
+                    ", then merge the rows it lacks from %d retired WAL capture(s)" % len(kept))}
     if image_swap.pending(loc):
         return {"changed": False, "failed": True, "skipped": False, "refused": True,
                 "msg": "an interrupted swap is pending: run hermes_swap (action recover) first"}

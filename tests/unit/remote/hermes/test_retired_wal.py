@@ -162,3 +162,14 @@ def test_the_deleted_wal_a_holder_keeps_open_is_read_through_proc(halted, tmp_pa
     rep = retired_wal.merge(t, srcs, str(tmp_path / "m"), loc["db"])
     assert rep["merged_by_table"].get("messages") == ACKED, rep
     assert set(acked) <= set(ids(t))
+
+
+def test_check_mode_names_the_merge_and_changes_nothing(halted):
+    from fleetops.remote.hermes import repair
+    from fleetops.remote.host.durable import sha256_file
+    loc, _acked, _p = halted
+    before = sha256_file(loc["db"])
+    res = repair.main({"hermes_home": loc["root"], "_check": True})
+    assert not res["failed"] and res["retired_wal_sources"] == 1
+    assert "merge the rows it lacks from 1 retired WAL capture(s)" in res["msg"]
+    assert sha256_file(loc["db"]) == before and not os.path.exists(loc["fleetops"])
