@@ -140,6 +140,7 @@ def test_halted_host_repaired_with_rows_only_in_the_retired_wal(lab, seeder, tmp
     assert fts >= len(acked)
     vres = by["verify (write probe, quick_check, counts, FTS, hermes sessions stats)"][name][1]["results"][0]
     assert not vres["failed"], vres["msg"]
+    assert vres["checks"]["duplicates"]["groups"] == 0 and "no message stored twice" in vres["msg"]
     assert not [x for x in seeder.holders(name) if x["retired"]]
     assert not [p for p in refused if hermes_holders.alive(p)], "the refused writer still runs"
     after = audit(lab, tmp_path, name)
