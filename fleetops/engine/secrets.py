@@ -6,7 +6,9 @@ words (split at `_`, `-`, `.`, digits and camelCase) is a secret word: password,
 passphrase, passwd, secret, token, key, or a compound such as apikey or
 authtoken; words that merely contain those letters (valkey, tokenizer, keys)
 are not. Every non-empty scalar under such a name, whatever its type or length,
-is a secret value, and so is what a template makes from one. Output is scrubbed
+is a secret value, and so is what a template makes from one. A credential word its neighbour
+makes another thing's name is not one (session_key, foreign_key_check, token_count: a schema's
+column or index, a result field), nor is a schema object's name (idx_*, sqlite_autoindex_*). Output is scrubbed
 of those values where they stand as values (not inside a longer word); names
 (variables, hosts, groups, result fields) are never changed.
 """
@@ -29,6 +31,20 @@ COMPOUND_WORDS = frozenset({"apikey", "authkey", "accesskey", "privatekey", "sec
 # scrub its keys (a profile named "default") from all output. ssh_key, api_key stay secret.
 STRUCTURAL_NAMES = frozenset({"key"})
 
+# A credential word next to one of these names something else: `key` a structural or public key
+# (session_key, foreign_key_check, sort_key, host_key, key_lo), `token` a measure or a kind
+# (token_count, token_limit, token_type). ssh_key, api_key, key2, auth_token stay secret.
+KEY_QUALIFIERS_BEFORE = frozenset({"session", "foreign", "primary", "sort", "partition", "routing", "cache",
+                                   "lookup", "unique", "idempotency", "dedup", "composite", "index", "row",
+                                   "run", "group", "order", "join", "shard", "map", "dict", "host", "message",
+                                   "object", "item", "entry", "record", "registry", "translation", "public"})
+KEY_QUALIFIERS_AFTER = frozenset({"hi", "lo", "check", "checks", "checking", "range", "column", "columns",
+                                  "field", "fields", "order", "prefix", "count", "counts", "type", "kind"})
+TOKEN_QUALIFIERS_AFTER = frozenset({"count", "counts", "total", "totals", "usage", "limit", "limits", "budget",
+                                    "length", "size", "estimate", "rate", "window", "type", "kind"})
+# Schema object names (an index, SQLite's own objects) are names of a store, never of a credential
+SCHEMA_PREFIXES = ("idx_", "sqlite_autoindex_", "sqlite_stat")
+
 _PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 
 
@@ -50,9 +66,21 @@ def _is_secret_str(name: str) -> bool:
     lowered = name.lower()
     if lowered in SECRET_NAMES:
         return True
-    if lowered in STRUCTURAL_NAMES:
+    if lowered in STRUCTURAL_NAMES or lowered.startswith(SCHEMA_PREFIXES):
         return False
-    return any(_secret_part(p.lower()) for p in _PARTS.findall(name))
+    parts = [p.lower() for p in _PARTS.findall(name)]
+    return any(_secret_part(p) and not _qualified(parts, i) for i, p in enumerate(parts))
+
+
+def _qualified(parts, i) -> bool:
+    """A credential word its neighbour turns into another thing's name (KEY_/TOKEN_QUALIFIERS)."""
+    before = parts[i - 1] if i else None
+    after = parts[i + 1] if i + 1 < len(parts) else None
+    if parts[i] == "key":
+        return before in KEY_QUALIFIERS_BEFORE or after in KEY_QUALIFIERS_AFTER
+    if parts[i] == "token":
+        return after in TOKEN_QUALIFIERS_AFTER
+    return False
 
 
 def _hides_something(value) -> bool:

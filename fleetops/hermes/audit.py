@@ -16,6 +16,7 @@ from rich.markup import escape
 from fleetops.display import Col, FittedTable
 from fleetops.engine.events import EventSink
 from fleetops.engine.module import Arg, Module, TaskContext, flag, result
+from fleetops.hermes.audit_system import arch_text, load_system, store_system, system_of, system_text
 
 VERDICT_STYLES = {
     "healthy": "green", "fts_index_damage": "yellow", "index_damage": "yellow",
@@ -175,7 +176,7 @@ def rows_from(results: dict) -> list[dict]:
                 "journal": _journal_text(d.get("journal")),
                 "skipped": [sk.get("check") for sk in d.get("skipped_checks") or []],
                 "skipped_why": [f"{sk.get('check')}: {sk.get('reason')}" for sk in d.get("skipped_checks") or []],
-                "cost": audit_cost(d),
+                "cost": audit_cost(d), "system": system_of(res),
             })
     return sort_rows(rows)
 
@@ -282,6 +283,7 @@ def _errors_short(r: dict) -> str:
 FLEET_COLUMNS = [
     Col("host", lambda r: escape(str(r["host"])), ident=True),
     Col("profile", lambda r: escape(str(r["profile"])), ident=True),
+    Col("arch", lambda r: escape(arch_text(r))),
     Col("verdict", lambda r: f"[{VERDICT_STYLES.get(r['verdict'], 'bold')}]{escape(str(r['verdict']))}[/]",
         ident=True),
     Col("errors by object", lambda r: escape(_fmt_errors(r.get("errors_by_object") or {})), short="errors",
@@ -291,6 +293,7 @@ FLEET_COLUMNS = [
     Col("backup age", lambda r: _age(r.get("backup_age_hours")), short="backup"),
     Col("WAL", lambda r: _mb(r.get("wal_bytes")), narrow=lambda r: _mb_short(r.get("wal_bytes")), justify="right"),
     Col("journal", lambda r: escape(r.get("journal") or "-"), wide_only=True, detail=True),
+    Col("system", lambda r: escape(system_text(r)), wide_only=True, detail=True),
     Col("warnings", lambda r: escape(", ".join((r.get("warnings") or []) + (
         ["%d not checked" % len(r["skipped"])] if r.get("skipped") else [])) or "-"), wide_only=True, detail=True),
 ]
@@ -392,6 +395,7 @@ def store_audit(store, run_id: str, results: dict) -> None:
                 r["backup_age_hours"], r["wal_bytes"], r["db_bytes"], json.dumps(r["warnings"]),
                 json.dumps(clean(r["reasons"])), r["audited_at"]))
         store_persistence(c, run_id, rows, clean)
+        store_system(c, run_id, results)
         for host, res in results.items():
             res = res or {}
             tool = res.get("host_tooling") or {}
@@ -431,8 +435,9 @@ def load_rows(conn, run_id: str) -> list[dict]:
         for k in ("conditions", "errors_by_object", "warnings", "reasons"):
             r[k] = json.loads(r[k]) if r[k] else ([] if k != "errors_by_object" else {})
         rows.append(r)
-    evidence = load_persistence(conn, run_id)
+    evidence, systems = load_persistence(conn, run_id), load_system(conn, run_id)
     for r in rows:
+        r["system"] = systems.get((run_id, r["host"]))
         r["persistence"] = evidence.get((r["host"], r["profile"]))
         r["persisting"] = (r["persistence"] or {}).get("persisting")
     return sort_rows(rows)

@@ -9,6 +9,12 @@
     "FAILED": "#c62828", "NOT SWAPPED": "#757575", "UNREACHABLE": "#ad1457"};
 
   function outcomeBadge(o) { return h("span", {"class": "badge o-" + o.replace(/ /g, "_"), text: o}); }
+  function archCell(r) {   // what the host is: its architecture, the rest on hover
+    var s = r.system;
+    if (!s || !s.arch) return "-";
+    return h("span", {title: [[s.os_id, s.os_version].join(" "), "kernel " + s.kernel, "Python " + s.python,
+      "SQLite " + s.sqlite].join(", "), text: s.arch});
+  }
   function errorsText(by) {
     var items = Object.keys(by || {}).map(function (k) { return [k, by[k]]; });
     items.sort(function (a, b) { return b[1] - a[1] || (a[0] < b[0] ? -1 : 1); });
@@ -48,6 +54,7 @@
       columns: [
         {key: "host", label: "host", cls: "id", render: function (r) { return S.link("host", r.host, r.host); }},
         {key: "profile", label: "profile", cls: "id"},
+        {key: "arch", label: "arch", render: archCell},
         {key: "verdict", label: "verdict", render: function (r) { return S.badge(r.verdict); }},
         {key: "errors_total", label: "errors by object", desc: true,
           render: function (r) { return errorsText(r.errors_by_object); }},
@@ -69,7 +76,7 @@
         if (!v && !g && !q) return null;
         return function (r) {
           return (!v || r.verdict === v) && (!g || r.groups.indexOf(g) >= 0) &&
-            (!q || [r.host, r.profile, r.db, r.verdict, r.holders, (r.warnings || []).join(" "), (r.reasons || []).join(" ")]
+            (!q || [r.host, r.profile, (r.system || {}).arch, r.db, r.verdict, r.holders, (r.warnings || []).join(" "), (r.reasons || []).join(" ")]
               .join(" ").toLowerCase().indexOf(q) >= 0);
         };
       }
@@ -198,11 +205,13 @@
       var box = h("div");
       app.appendChild(box);
       S.table(box, {sort: "started", desc: true, rows: audits.map(function (a) {
-        return {run_id: a[0], started: a[1], profile: a[2], verdict: a[3], errors: a[4], wal: a[5], age: a[6]};
+        return {run_id: a[0], started: a[1], profile: a[2], verdict: a[3], errors: a[4], wal: a[5], age: a[6],
+                system: a[7]};
       }), columns: [
         {key: "run_id", label: "run", cls: "id", render: function (r) { return S.link("run", r.run_id, r.run_id); }},
         {key: "started", label: "when", cls: "nowrap", render: function (r) { return S.fmtTime(r.started); }},
         {key: "profile", label: "profile", cls: "id"},
+        {key: "arch", label: "arch", render: archCell},
         {key: "verdict", label: "verdict", render: function (r) { return S.badge(r.verdict); }},
         {key: "errors", label: "errors", cls: "num"},
         {key: "wal", label: "WAL", cls: "num", render: function (r) { return S.fmtMB(r.wal); }},

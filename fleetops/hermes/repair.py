@@ -164,6 +164,8 @@ class HermesRepair(_Step):
             if isinstance(report.get("salvage"), dict):
                 res["report_summary"]["salvage"] = {k: report["salvage"].get(k) for k in (
                     "verdict", "loss_rows", "identified_rows", "saved_rows")}
+            if isinstance(report.get("retired_wal"), dict):
+                res["report_summary"]["retired_wal"] = report["retired_wal"].get("summary")
         if path:
             res["report_fetched"] = path
         res.setdefault("swap", False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 from fleetops.hermes.audit import severity, sort_rows
+from fleetops.hermes.audit_system import load_system
 from fleetops.hermes.repair_history import load_repairs
 from fleetops.report_site.build import safe_name
 from fleetops.report_site.data import host_groups
@@ -43,7 +44,15 @@ def _persistence(reader, run_ids: set) -> dict:
         "SELECT run_id, host, profile, persisting, write_errors FROM audit_persistence") if rec[0] in run_ids}
 
 
-def _fleet_now(rows: list[dict], started: dict, groups: dict, persistence: dict | None = None) -> list[dict]:
+def _systems(reader, run_ids: set) -> dict:
+    """{(run_id, host): system} where the audit recorded what the host is."""
+    if not reader.has_table("audit_system"):
+        return {}
+    return {k: v for k, v in load_system(reader).items() if k[0] in run_ids}
+
+
+def _fleet_now(rows: list[dict], started: dict, groups: dict, persistence: dict | None = None,
+               systems: dict | None = None) -> list[dict]:
     """Per host, the rows of the newest audit run that covered it, worst first."""
     newest: dict = {}
     for r in rows:
@@ -62,6 +71,7 @@ def _fleet_now(rows: list[dict], started: dict, groups: dict, persistence: dict 
                     "conditions": _decode(r["conditions"], []), "run_id": r["run_id"],
                     "run_key": safe_name(r["run_id"]), "host_key": safe_name(r["host"]),
                     "groups": groups.get(r["host"], []),
+                    "system": (systems or {}).get((r["run_id"], r["host"])),
                     "persisting": (persistence or {}).get((r["run_id"], r["host"], r["profile"]), (None, None))[0],
                     "write_errors": (persistence or {}).get((r["run_id"], r["host"], r["profile"]), (None, None))[1]})
     return sort_rows(out)
@@ -97,7 +107,8 @@ def contribute(site) -> None:
     started = {rid: r["started"] or 0 for rid, r in runs.items()}
     rows = _audit_rows(site.reader, set(runs))
     groups = host_groups(site.runs)
-    fleet = _fleet_now(rows, started, groups, _persistence(site.reader, set(runs)))
+    systems = _systems(site.reader, set(runs))
+    fleet = _fleet_now(rows, started, groups, _persistence(site.reader, set(runs)), systems)
     audit_run_ids = {r["run_id"] for r in rows}
     audit_runs = [r for r in site.runs if r["id"] in audit_run_ids]
 
@@ -137,7 +148,7 @@ def contribute(site) -> None:
     for r in rows:
         history.setdefault(r["host"], []).append(
             [r["run_id"], started[r["run_id"]], r["profile"], r["verdict"], r["errors_total"], r["wal_bytes"],
-             r["backup_age_hours"]])
+             r["backup_age_hours"], systems.get((r["run_id"], r["host"]))])
     for host, hist in history.items():
         hist.sort(key=lambda x: (x[1], x[2]))
         site.host_section(host, "audits", hist)

@@ -60,8 +60,38 @@ OLDEST = ALL[0]
 NEWER = [v.version for v in VERSIONS[1:]]
 
 
+def lab_ready(version: str) -> HermesVersion:
+    """That version, or a skip naming the command to build its venv (corpus and lab alike)."""
+    import pytest
+    from tests.corpus import build
+    v = get(version)
+    try:
+        build.venv_python(version)
+    except build.HermesVenvMissing as exc:
+        pytest.skip(str(exc))
+    if not (v.lab_venv / "bin" / "python").exists():
+        pytest.skip("Hermes %s has no venv the lab users can run: %s" % (version, v.install_hint))
+    return v
+
+
 def get(version: str) -> HermesVersion:
     try:
         return BY_VERSION[version]
     except KeyError:
         raise KeyError(f"Hermes {version} is not in {MATRIX_FILE.name}") from None
+
+
+# Hermes 0.22's first gateway start prunes ENDED sessions inactive for 90 days and VACUUMs
+# (`sessions.auto_prune`, on by default). The corpus' stores carry fixed, old timestamps, so a
+# test that compares a store's rows before and after a run under that gateway turns pruning off
+# the way an operator does, in the profile's config.yaml. Older versions ignore the key.
+KEEP_HISTORY_CONFIG = "sessions:\n  auto_prune: false\n  auto_archive: false\n"
+
+
+def keep_history(profile_home) -> Path:
+    """Write config.yaml with auto-prune off into a Hermes profile home (unless one is there)."""
+    path = Path(profile_home) / "config.yaml"
+    if not path.exists():
+        path.write_text(KEEP_HISTORY_CONFIG)
+        path.chmod(0o600)
+    return path

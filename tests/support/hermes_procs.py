@@ -19,6 +19,7 @@ import pytest
 from fleetops.remote.hermes import holders as hermes_holders
 from fleetops.remote.sqlite import fence as sqlite_fence
 from tests.corpus import build
+from tests.support import hermes_matrix
 
 REPO = Path(__file__).resolve().parents[2]
 VENV = build.VENV
@@ -160,7 +161,8 @@ def home(tmp_path, std_image):
 
 def start_gateway(procs, root, timeout=180.0, hermes=HERMES):
     """A real `hermes gateway run` (of the Hermes command `hermes`) on root; returns once it
-    holds state.db."""
+    holds state.db (history pruning off: hermes_matrix.keep_history)."""
+    hermes_matrix.keep_history(root)
     log = open(root.parent / "gateway-test.log", "ab")
     p = procs.add(subprocess.Popen([str(hermes), "gateway", "run"], cwd=str(root), env=hermes_env(root),
                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

@@ -33,6 +33,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from fleetops.remote.hermes import holders as hermes_holders  # noqa: E402
+from tests.support import hermes_matrix  # noqa: E402
 
 HERMES_ENV = {
     "HERMES_DISABLE_LAZY_INSTALLS": "1",
@@ -257,6 +258,8 @@ class Seeder:
             raise RuntimeError("no hermes-agent venv runnable by the lab users (scripts/hermes-venv.sh with "
                                "PYTHON=/usr/bin/python3 FLEETOPS_HERMES_VENV=/opt/fleetops-test/hermes-venv-shared)")
         prof = f" --profile {profile}" if profile not in (None, "default") else ""
+        if os.path.isdir(h["profile_home"]):
+            self._own(h, str(hermes_matrix.keep_history(h["profile_home"])), 0o600)
         if venv is not None:
             cmd = f"exec {venv}/bin/python -m hermes_cli.main{prof} gateway run"
         else:
@@ -304,13 +307,16 @@ class Seeder:
             time.sleep(0.2)
         return log
 
-    def writer(self, name, interval=0.2, require_commit=True) -> str:
-        """A Hermes writer (`hermes chat` by its command line) appending messages; returns its log path.
+    def writer(self, name, interval=0.2, require_commit=True, venv=None) -> str:
+        """A Hermes writer (`hermes chat` by its command line) appending messages through the real
+        SessionDB of `venv` (another version's venv; default the seeder's); returns its log path.
         require_commit: wait for its first committed message (a damaged store may refuse every write)."""
         h = self.host(name)
         d = self._scripts(h)
         log = os.path.join(d, "writer.log")
-        script = (f'exec -a "hermes chat" {self.venv}/bin/python {d}/writer.py {h["db"]} {log} {interval}')
+        venv = venv or self.venv
+        script = (f'FLEETOPS_SEED_VENV={venv} exec -a "hermes chat" {venv}/bin/python {d}/writer.py '
+                  f'{h["db"]} {log} {interval}')
         self._spawn(h, "writer", script, "seed-writer.log")
         end = time.monotonic() + 120
         while require_commit and not (os.path.exists(log) and "committed" in open(log).read()):

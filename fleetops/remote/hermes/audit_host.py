@@ -1,6 +1,6 @@
-"""What the host itself offers the audit and its operator: this python's SQLite (FTS5, trigram,
-a sqlite3 shell whose .recover works), the systemd user manager's hermes units, and whether
-gateway.pid points at a live gateway. The host's sqlite3 may lack `.recover`; a pid file may
+"""What the host is and offers the audit and its operator: architecture, OS, kernel, this
+python's SQLite (FTS5, trigram, a sqlite3 shell whose .recover works), the systemd user
+manager's hermes units, and whether gateway.pid points at a live gateway. The host's sqlite3 may lack `.recover`; a pid file may
 outlive its gateway or name a reused pid.
 """
 import json
@@ -13,11 +13,35 @@ import tempfile
 
 from fleetops.remote.hermes import holders as hermes_holders
 
+def os_release(path="/etc/os-release"):
+    """{id, version, name} from os-release (ID, VERSION_ID, PRETTY_NAME), or None where there is none."""
+    fields = {}
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                k, sep, v = line.strip().partition("=")
+                if sep and k in ("ID", "VERSION_ID", "PRETTY_NAME", "NAME"):
+                    fields[k] = v.strip().strip("\"'")[:120]
+    except OSError:
+        return None
+    return {"id": fields.get("ID"), "version": fields.get("VERSION_ID"),
+            "name": fields.get("PRETTY_NAME") or fields.get("NAME")}
+
+
+def system():
+    """What the host is: architecture, OS and release, kernel, this python and its SQLite (the
+    field's aarch64 Oracle A1 hosts and Debian 12's SQLite 3.40.1 behave differently)."""
+    u = os.uname()
+    return {"arch": u.machine, "os": os_release() or os_release("/usr/lib/os-release"),
+            "kernel": u.release, "system": u.sysname, "python": "%d.%d.%d" % sys.version_info[:3],
+            "sqlite": sqlite3.sqlite_version}
+
+
 def host_tooling():
     """What this host's python/sqlite can do: FTS5, trigram, a sqlite3 shell and whether its .recover works."""
     out = {"python": "%d.%d.%d" % sys.version_info[:3], "python_executable": sys.executable,
            "sqlite_version": sqlite3.sqlite_version, "fts5": False, "trigram": False, "dbstat": False,
-           "sqlite3_shell": None, "shell_version": None, "recover": None, "notes": []}
+           "sqlite3_shell": None, "shell_version": None, "recover": None, "notes": [], "system": system()}
     mem = sqlite3.connect(":memory:")
     try:
         for key, sql in (("fts5", "CREATE VIRTUAL TABLE f USING fts5(x)"),

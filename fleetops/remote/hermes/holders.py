@@ -4,7 +4,10 @@ Matching is by (st_dev, st_ino) of the open file, not by path text, so bind moun
 and symlinked homes are found; a link reading "<db>-wal (deleted)" whose inode is not
 the one at the path is a retired WAL generation, which must be stopped, never fixed.
 Fail closed: a process whose fd table cannot be read makes the answer "unknown",
-never "none" (the repair's stop-writers step relies on that). Stdlib only, Python 3.8+.
+never "none" (the repair's stop-writers step relies on that), unless it is proven unable to
+open the store: on a shared host another user's process whose /proc/PID/status (readable by
+anyone) shows no uid that is root or the store's owner and no DAC-override capability cannot
+open a store whose files and directory admit nobody else by their modes. Stdlib only, Python 3.8+.
 """
 import os
 import pwd
@@ -202,6 +205,50 @@ def signal_pid(pid, sig):
         return "permission denied (PID %d belongs to another user)" % pid
 
 
+# CAP_DAC_OVERRIDE (1) and CAP_DAC_READ_SEARCH (2): either lets a process open a file its mode refuses
+_DAC_CAPS = (1 << 1) | (1 << 2)
+
+
+def private_owner(db_path):
+    """The owner's uid when state.db and its sidecars admit nobody else by their modes (no group or
+    other bits: a POSIX ACL's mask is those bits, so no ACL entry can let anyone in either), and
+    its directory is not writable by others; else None."""
+    owner = None
+    for path in [db_path + s for _r, s in ROLES] + [os.path.dirname(os.path.abspath(db_path))]:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        is_dir = path == os.path.dirname(os.path.abspath(db_path))
+        if (st.st_mode & (0o022 if is_dir else 0o077)) or (owner is not None and st.st_uid != owner):
+            return None
+        owner = st.st_uid
+    return owner
+
+
+def cannot_open(pid, owner_uid, proc="/proc"):
+    """True when /proc/PID/status (readable by anyone) proves the process cannot open a file only
+    `owner_uid` may: none of its real, effective, saved and filesystem uids is root or the owner,
+    and its effective capabilities hold neither DAC override."""
+    try:
+        with open(os.path.join(proc, str(pid), "status"), "rb") as f:
+            text = f.read().decode("ascii", "replace")
+    except OSError:
+        return False
+    uids = caps = None
+    for line in text.splitlines():
+        if line.startswith("Uid:"):
+            uids = [int(x) for x in line.split()[1:5] if x.isdigit()]
+        elif line.startswith("CapEff:"):
+            try:
+                caps = int(line.split()[1], 16)
+            except (IndexError, ValueError):
+                caps = None
+    if not uids or len(uids) != 4 or caps is None:
+        return False
+    return not any(u in (0, owner_uid) for u in uids) and not caps & _DAC_CAPS
+
+
 def describe(holder):
     """`PID N (kind: command line)`, the one-line form operators see."""
     cmd = " ".join(holder.get("cmdline") or []) or "?"
@@ -228,7 +275,8 @@ def scan(db_path, proc="/proc", exclude_pids=None):
         for role, suffix in ROLES:
             names[base + suffix] = role
     out = {"status": "known", "reason": None, "holders": [], "retired": False,
-           "uninspectable": {"count": 0, "users": [], "possible": []}}
+           "uninspectable": {"count": 0, "users": [], "possible": []}, "unable": {"count": 0, "users": set()}}
+    private = private_owner(db_path)
     try:
         pids = [int(p) for p in os.listdir(proc) if p.isdigit()]
     except OSError as exc:
@@ -253,6 +301,10 @@ def scan(db_path, proc="/proc", exclude_pids=None):
             if seen is None:
                 continue  # gone, a zombie or a kernel thread: no files open
             uid, cmdline = seen
+            if private is not None and cannot_open(pid, private, proc):
+                out["unable"]["count"] += 1
+                out["unable"]["users"].add(user_names[uid])
+                continue
             out["uninspectable"]["count"] += 1
             users.add(user_names[uid])
             kind = classify(cmdline)
@@ -298,6 +350,10 @@ def scan(db_path, proc="/proc", exclude_pids=None):
             if retired:
                 out["retired"] = True
     out["uninspectable"]["users"] = sorted(users)
+    out["unable"]["users"] = sorted(out["unable"]["users"])
+    if out["unable"]["count"]:
+        out["unable"]["why"] = ("not root, neither the owner (uid %d) of the 0600 store nor holding "
+                                "CAP_DAC_OVERRIDE/CAP_DAC_READ_SEARCH (/proc/PID/status)" % private)
     if out["uninspectable"]["count"] and out["status"] == "known":
         out["status"] = "unknown"
         out["reason"] = "%d process(es) of %s could not be inspected" % (

@@ -19,7 +19,7 @@ import traceback
 
 from fleetops.remote.host.inputs import flag, number
 from fleetops.remote.hermes import audit as hermes_audit
-from fleetops.remote.hermes import image_swap, salvage_rules, steplib
+from fleetops.remote.hermes import image_swap, retired_wal, salvage_rules, steplib
 from fleetops.remote.hermes import start_writers as hermes_start_writers
 from fleetops.remote.host.durable import sha256_file
 from fleetops.remote.sqlite import salvage as salvage_mod
@@ -84,14 +84,7 @@ def fts_rebuild(image_db, work, out_path):
     d = os.path.join(work, "fts-copy")
     steplib.makedirs_private(d)
     copy = os.path.join(d, "state.db")
-    for s in steplib.SIDECARS:
-        if os.path.exists(image_db + s):
-            steplib.copy_private(image_db + s, copy + s)
-    c = sqlite3.connect(copy)
-    try:
-        c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-    finally:
-        c.close()
+    standalone_copy(image_db, copy)
     notes = []
     with open(image_db, "rb") as fh:
         wal = fh.read(20)[18:20] == b"\x02\x02"
@@ -157,11 +150,55 @@ def fts_rebuild(image_db, work, out_path):
         notes.append("journal mode %s, as the image" % ("wal" if wal else "delete"))
     finally:
         out.close()
-    for s in ("-wal", "-shm"):
-        if os.path.exists(out_path + s) and not (s == "-wal" and os.path.getsize(out_path + s)):
-            os.unlink(out_path + s)  # our own empty sidecars: the new file stands alone
+    _drop_empty_sidecars(out_path)
     os.chmod(out_path, 0o600)
     return notes
+
+
+def standalone_copy(image_db, out_path):
+    """out_path: the image (with its sidecars) checkpointed into one file, its journal mode kept."""
+    for s in steplib.SIDECARS:
+        if os.path.exists(image_db + s):
+            steplib.copy_private(image_db + s, out_path + s)
+    checkpoint_alone(out_path)
+
+
+def checkpoint_alone(path):
+    """Fold path's WAL into it and drop our own empty sidecars: the file stands alone."""
+    c = sqlite3.connect(path)
+    try:
+        c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    finally:
+        c.close()
+    _drop_empty_sidecars(path)
+
+
+def _drop_empty_sidecars(path):
+    for s in ("-wal", "-shm"):
+        if os.path.exists(path + s) and not (s == "-wal" and os.path.getsize(path + s)):
+            os.unlink(path + s)  # our own empty sidecars: the new file stands alone
+
+
+def merge_retired(loc, work, image, new_db, report):
+    """Rows only a retired WAL generation holds, merged by key into new_db (retired_wal.py says why)."""
+    srcs = retired_wal.sources(loc)
+    if not srcs:
+        return 0
+    rep = retired_wal.merge(new_db, srcs, os.path.join(work, "retired"), image)
+    checkpoint_alone(new_db)
+    rep["summary"] = retired_wal.describe(rep)
+    report["retired_wal"] = rep
+    return rep["merged_total"]
+
+
+def retired_brief(report):
+    """What the result carries of the merge: totals and, per source, where and how many."""
+    rep = report.get("retired_wal")
+    if not rep:
+        return None
+    return {"summary": rep["summary"], "merged_total": rep["merged_total"], "merged_by_table": rep["merged_by_table"],
+            "conflicts_total": rep["conflicts_total"],
+            "sources": [{k: x.get(k) for k in ("origin", "dir", "merged", "error")} for x in rep["sources"]]}
 
 
 def _fail(loc, args, msg, report, restart=True):
@@ -200,16 +237,25 @@ def repair(loc, args):
     if path is None:
         report["result"] = "failed"
         return _fail(loc, args, "the quarantined image's verdict is %s: no repair path" % verdict, report)
+    out_dir = os.path.join(work, "new")
+    steplib.makedirs_private(out_dir)
+    new_db = os.path.join(out_dir, "state.db")
+    if path == "none" and retired_wal.sources(loc):
+        standalone_copy(image, new_db)
+        if merge_retired(loc, work, image, new_db, report):
+            path = report["path"] = "retired_wal_merge"
+        else:
+            for s in steplib.SIDECARS:
+                if os.path.exists(new_db + s):
+                    os.rename(new_db + s, os.path.join(work, "nothing-merged.db" + s))
     if path == "none":
         report["result"] = "nothing_to_do"
         report["expect_counts"] = base_counts(image)
         _save_report(loc, work, report)
         return {"changed": False, "failed": False, "skipped": False, "swap": False, "path": "none",
                 "verdict": verdict, "new_db": None, "expect_counts": report["expect_counts"],
-                "report": report, "msg": "%s is healthy: nothing to repair (no swap)" % loc["db"]}
-    out_dir = os.path.join(work, "new")
-    steplib.makedirs_private(out_dir)
-    new_db = os.path.join(out_dir, "state.db")
+                "report": report, "msg": "%s is healthy: nothing to repair (no swap)%s" % (
+                    loc["db"], "; " + report["retired_wal"]["summary"] if report.get("retired_wal") else "")}
     loss = 0
     if path == "fts_rebuild":
         try:
@@ -252,6 +298,8 @@ def repair(loc, args):
             _save_report(loc, work, report)
             return _fail(loc, args, "salvage output failed its own verification: %s" % (
                 "; ".join(rep.get("verdict_reasons") or []) or "see report"), report)
+    if path in ("salvage", "fts_rebuild"):
+        merge_retired(loc, work, image, new_db, report)
     chk = audit_file(new_db, loc["profile"])
     report["output_audit"] = _audit_summary(chk)
     report["loss_rows"] = loss
@@ -277,10 +325,12 @@ def repair(loc, args):
             "new_db": new_db, "new_sha256": report["new_sha256"], "expect_counts": report["expect_counts"],
             "loss_rows": loss, "report": report, "report_path": os.path.join(work, "repair-report.json"),
             "leftovers": report["leftovers"],
-            "msg": "%s was %s; %s built %s (healthy%s), ready to swap%s" % (
+            "retired_wal": retired_brief(report),
+            "msg": "%s was %s; %s built %s (healthy%s), ready to swap%s%s" % (
                 loc["db"], verdict, path, new_db,
                 ", salvage %s: %s of %s rows" % (sv.get("verdict"), sv.get("saved_rows"), sv.get("identified_rows"))
-                if sv else "", "".join("; " + n for n in report["leftovers"]))}
+                if sv else "", "".join("; " + n for n in report["leftovers"]),
+                "; " + report["retired_wal"]["summary"] if report.get("retired_wal") else "")}
 
 
 def _save_report(loc, work, report):
@@ -305,9 +355,12 @@ def main(args):
                                     {"sqlite_version": sqlite3.sqlite_version, "fts5": True, "trigram": True},
                                     time.time())
         path = PATHS.get(rec.get("verdict"))
+        kept = retired_wal.sources(loc)
         return {"changed": False, "failed": False, "skipped": False, "verdict": rec.get("verdict"), "path": path,
-                "msg": "check mode: %s is %s now; the repair would take path %s on its quarantined image" % (
-                    loc["db"], rec.get("verdict"), path)}
+                "retired_wal_sources": len(kept),
+                "msg": "check mode: %s is %s now; the repair would take path %s on its quarantined image%s" % (
+                    loc["db"], rec.get("verdict"), path, "" if not kept else
+                    ", then merge the rows it lacks from %d retired WAL capture(s)" % len(kept))}
     if image_swap.pending(loc):
         return {"changed": False, "failed": True, "skipped": False, "refused": True,
                 "msg": "an interrupted swap is pending: run hermes_swap (action recover) first"}

@@ -12,7 +12,8 @@ import time
 from fleetops.remote.host.inputs import flag
 from fleetops.remote.hermes import fence as hermes_fence
 from fleetops.remote.hermes import holders as hermes_holders
-from fleetops.remote.hermes import start_writers, steplib, writers
+from fleetops.remote.hermes import members as hermes_members
+from fleetops.remote.hermes import retired_wal, start_writers, steplib, writers
 from fleetops.remote.sqlite import fence as sqlite_fence
 
 
@@ -124,6 +125,9 @@ def stop(loc, args):
                 db, len(foreign), "\n".join(lines), " ".join(str(h["pid"]) for h in foreign)),
             foreign=[dict((k, h.get(k)) for k in ("pid", "ppid", "user", "kind", "cmdline")) for h in foreign],
             holders=scan)
+    # Hermes processes of this profile that Hermes refused the store at open hold no handle: stop them too
+    scan["holders"] = scan["holders"] + hermes_members.members(
+        loc, set(h["pid"] for h in scan["holders"]) | hermes_fence.pids(loc))
     plan = _plan(loc, opts, scan)
     if plan["problems"] and not opts["force"]:
         return _refusal("refusing to stop writers of %s:\n  %s\nNothing was stopped." % (
@@ -135,13 +139,15 @@ def stop(loc, args):
     if flag(args.get("_check")):
         n = len(scan["holders"])
         return {"changed": False, "failed": False, "skipped": False, "plan": summary,
-                "holders": scan["holders"],
+                "holders": scan["holders"], "proven_unable": scan.get("unable"),
                 "msg": "check mode: %s" % ("would stop %d holder(s): units %s, gateway %s, signal %s" % (
                     n, summary["units"] or "-", summary["gateway"]["pid"] if summary["gateway"] else "-",
                     [p["pid"] for p in plan["processes"]] or "-") if n or summary["units"]
                     else "nothing holds %s" % db)}
     rec = _merge_record(loc, plan)
     writers.save_record(loc, rec)  # before anything is stopped: an interrupted stop can still be undone
+    # a deleted -wal dies with its last holder: copy it (through /proc/PID/fd/N) while it is open
+    captured = retired_wal.capture_open(loc, scan["holders"])
     log = []
     stopped = []
     for u in plan["units"]:
@@ -182,12 +188,12 @@ def stop(loc, args):
                 "stopped": stopped, "respawns": res["respawns"], "respawn_count": n_r,
                 "respawn_pids": [r["pid"] for r in res["respawns"]], "fence": fence,
                 "fenced_holders": res.get("fenced_holders") or [], "record": writers.public_record(rec),
-                "record_path": writers.record_path(loc), "log": log}
+                "record_path": writers.record_path(loc), "log": log, "retired_captured": captured}
     rec["status"] = "stopped"
     rec["stop_failed"] = res["reason"]
     writers.save_record(loc, rec)
     out = {"changed": bool(stopped), "failed": True, "skipped": False, "stopped": stopped,
-           "respawns": res["respawns"], "remaining": res.get("remaining"), "log": log,
+           "respawns": res["respawns"], "remaining": res.get("remaining"), "log": log, "retired_captured": captured,
            "record_path": writers.record_path(loc)}
     if opts["restart_on_failure"] and stopped:
         st = start_writers.start(loc, args)  # leave the host as it was
@@ -257,6 +263,7 @@ def _converge(loc, opts, scan0, stopped, log, rec, plan):
             if not h.get("cmdline"):
                 nameless.setdefault(h["pid"], now)
         holders = [h for h in scan["holders"] if h.get("cmdline") or now - nameless[h["pid"]] > 2.0]
+        holders += hermes_members.members(loc, set(h["pid"] for h in scan["holders"]) | exclude)
         foreign = _foreign(holders)
         if foreign and not opts["force"]:
             if keeper is not None:

@@ -25,7 +25,7 @@ import time
 
 from fleetops.remote.host.inputs import flag, number
 from fleetops.remote.hermes import holders as hermes_holders
-from fleetops.remote.hermes import steplib
+from fleetops.remote.hermes import retired_wal, steplib
 from fleetops.remote.hermes import writers as hermes_writers
 from fleetops.remote.sqlite.sql import quote_ident
 
@@ -116,6 +116,7 @@ def read_checks(db, expect_counts=None, count_mode="at_least", timeout=30.0):
             out["counts"][t] = {"expected": want, "got": got}
             if (count_mode == "exact" and got != want) or got < int(want):
                 out["count_problems"].append("%s: %d rows, the repair report says %d" % (t, got, want))
+        out["duplicates"] = duplicate_messages(c)
         try:
             objs = c.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
         except sqlite3.Error as exc:
@@ -172,6 +173,19 @@ def read_checks(db, expect_counts=None, count_mode="at_least", timeout=30.0):
             pass
         c.close()
     return out
+
+
+def duplicate_messages(c):
+    """Messages stored twice (same session, role, timestamp and text, any id), by a table scan:
+    what two replays of one pending message leave. {"groups", "extra_rows", "examples": [ids]}."""
+    cols = set(r[1] for r in c.execute("PRAGMA table_info(messages)"))
+    if not set(retired_wal.DUP_KEY) <= cols:
+        return {"groups": None, "note": "messages has no %s" % "/".join(retired_wal.DUP_KEY)}
+    key = ", ".join(retired_wal.DUP_KEY)
+    rows = c.execute("SELECT count(*), group_concat(id) FROM messages NOT INDEXED GROUP BY %s HAVING count(*) > 1"
+                     % key).fetchall()
+    return {"groups": len(rows), "extra_rows": sum(n - 1 for n, _ in rows),
+            "examples": [ids for _n, ids in rows[:5]]}
 
 
 def _fts_source(sql):
@@ -329,11 +343,15 @@ def main(args):
         return {"changed": False, "failed": True, "skipped": False, "checks": checks, "problems": problems,
                 "elapsed_s": elapsed, "msg": "%s fails verification: %s" % (loc["db"], "; ".join(problems))}
     st = checks.get("hermes_sessions_stats") or {}
+    dup = checks.get("duplicates") or {}
     return {"changed": False, "failed": False, "skipped": False, "checks": checks, "problems": [],
             "elapsed_s": elapsed,
-            "msg": "%s verified: writes commit, quick_check ok, counts %s, FTS %s%s%s" % (
+            "msg": "%s verified: writes commit, quick_check ok, counts %s, FTS %s%s%s%s" % (
                 loc["db"], "as reported" if checks["counts"] else "not compared",
                 "answers" if checks.get("fts_tables") else "absent (Hermes rebuilds it on open)",
                 ", hermes sessions stats reads it" if st.get("ok") else "",
                 ", its own SessionDB search finds message %s" % checks["hermes_search"]["rowid"]
-                if (checks.get("hermes_search") or {}).get("ok") else "")}
+                if (checks.get("hermes_search") or {}).get("ok") else "",
+                "; no message stored twice" if dup.get("groups") == 0 else
+                "; WARNING: %d message(s) stored twice (ids %s): a replay of Hermes' pending_messages, "
+                "Hermes' to settle" % (dup["extra_rows"], "; ".join(dup["examples"])) if dup.get("groups") else "")}

@@ -85,3 +85,12 @@ def test_fleet_all_healthy_exits_0_and_report(lab_clean, standard_src, tmp_path)
     rep = document({"id": doc2["run_id"], "results_dir": str(tmp_path / "runs")})
     assert len(rep["trends"]) == len(lab_clean.hosts)
     assert all(len(t["runs"]) == 2 for t in rep["trends"])
+    # what each host is, read on the host over SSH: in the --json rows, the results store and the table
+    u = os.uname()
+    for rows in (doc["databases"], rep["databases"]):
+        assert {(r["system"]["arch"], r["system"]["kernel"]) for r in rows} == {(u.machine, u.release)}
+        assert all(r["system"]["python"] and r["system"]["sqlite"] and r["system"]["os_id"] for r in rows)
+    t = subprocess.run([sys.executable, "-m", "fleetops", "audit", "-i", lab_clean.inventory_path, "--results",
+                        str(tmp_path / "runs")], capture_output=True, text=True, cwd=str(REPO), timeout=900,
+                       env=dict(os.environ, COLUMNS="240"))
+    assert t.returncode == 0 and " arch " in t.stdout and u.machine in t.stdout, t.stdout[-2000:]
