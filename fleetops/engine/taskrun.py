@@ -14,7 +14,7 @@ from typing import Any, cast
 from fleetops.engine import secrets as _secrets
 from fleetops.engine.asyncjob import AsyncFailed, AsyncJob, AsyncStarted
 from fleetops.engine.connection.runlock import HostBusy
-from fleetops.engine.connection.hostvars import _bool
+from fleetops.engine.boolean import parse_bool, truthy
 from fleetops.engine.module import Arg, Module, Result, TaskContext
 from fleetops.engine.playbook.keywords import DEFAULT_POLL
 from fleetops.engine.playbook.model import Task
@@ -22,16 +22,8 @@ from fleetops.engine.taskenv import EnvironmentError_, render_environment
 from fleetops.engine.templating import Templar, TemplateError, mark_unsafe
 from fleetops.errors import Unreachable
 
-FALSE_STRINGS = {"false", "no", "off", "0", "n", "", "none"}
 # A play or inventory variable: false runs this host's payloads at the priority of the login.
 LOW_PRIORITY_VAR = "fleetops_low_priority"
-
-
-def truthy(value: Any) -> bool:
-    """Condition truth as Ansible sees it: the string "False" is false."""
-    if isinstance(value, str):
-        return value.strip().lower() not in FALSE_STRINGS
-    return bool(value)
 
 
 def evaluate_condition(templar, cond: Any, variables: dict) -> bool:
@@ -204,8 +196,8 @@ def _coerce(value, spec: Arg):
     if not isinstance(value, str) or str in types:
         return value
     text = value.strip()
-    if bool in types and text.lower() in ("true", "yes", "on", "false", "no", "off"):
-        return text.lower() in ("true", "yes", "on")
+    if bool in types and parse_bool(text) is not None:
+        return parse_bool(text)
     if int in types:
         try:
             return int(text)
@@ -508,7 +500,7 @@ class TaskRunner:
         low = variables.get(LOW_PRIORITY_VAR, True)
         if isinstance(low, str) and ("{{" in low or "{%" in low):
             low = self.templar.render(low, variables)
-        low = _bool(low) if low not in (None, "") else True
+        low = parse_bool(low) if low not in (None, "") else True
         async_job = None
         if task.async_val and transport is not None and not check:
             seconds = float(self._number(task.async_val, 0, variables))

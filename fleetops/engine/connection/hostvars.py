@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+from fleetops.engine.boolean import parse_bool
 from fleetops.engine.connection import sshargs as _sshargs
 from fleetops.engine.connection import sshconfig as _sshconfig
 from fleetops.engine.connection.transport import CONNECTIONS, ConnParams, connection_name
@@ -119,7 +120,7 @@ def connection_params(inventory, hostname: str, ssh_config_path: str | None = No
         params.connection = connection
     bvar, bvalue = pick("fleetops_become", "ansible_become")
     if bvar:
-        flag = _bool(bvalue)
+        flag = parse_bool(bvalue)
         if flag is None:
             raise bad(bvar, f"must be true or false, got {bvalue!r}")
         params.become = flag
@@ -133,20 +134,6 @@ def connection_params(inventory, hostname: str, ssh_config_path: str | None = No
             setattr(params, attr, seconds)
     return params
 
-
-def _bool(value):
-    """true/false as YAML, INI and -e spell them (true, yes, on, 1 / false, no, off, 0); else None."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str):
-        v = value.strip().lower()
-        if v in ("true", "yes", "on", "1"):
-            return True
-        if v in ("false", "no", "off", "0"):
-            return False
-    return None
 
 
 def _int_port(value):

@@ -2,6 +2,7 @@
 then checked against the module's declared `args`."""
 from __future__ import annotations
 
+from fleetops.engine.boolean import parse_bool
 from fleetops.engine.playbook.checks import IDENT, close, is_template, kind
 from fleetops.engine.playbook.keywords import BUILTIN_PREFIXES
 from fleetops.engine.playbook.model import Task
@@ -77,8 +78,8 @@ def _coerce_kv(value: str, spec_type):
     types_ = spec_type if isinstance(spec_type, tuple) else (spec_type,)
     if str in types_ or is_template(value):
         return value
-    if bool in types_ and value.lower() in ("true", "yes", "on", "false", "no", "off"):
-        return value.lower() in ("true", "yes", "on")
+    if bool in types_ and parse_bool(value) is not None:
+        return parse_bool(value)
     for t in (int, float):
         if t in types_:
             try:

@@ -10,6 +10,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from fleetops.engine.boolean import parse_bool
 from fleetops.engine.playbook.checks import (IDENT, is_template, kind, want_bool, want_bool_or_template,
                                              want_conditions, want_environment, want_str, want_str_list, want_vars)
 from fleetops.engine.playbook.keywords import (BUILTIN_PREFIXES, ORDERS, PLAY_BOOL_KEYS, PLAY_KEYS, STRATEGIES,
@@ -92,9 +93,7 @@ def set_limit(play: Play, key: str, rendered) -> None:
             raise BadInput(f"'{key}' must render to one of {', '.join(choices)}, not {rendered!r}", where=where)
         setattr(play, key, rendered)
     elif key in PLAY_BOOL_KEYS:
-        flag = rendered if isinstance(rendered, bool) else {
-            "true": True, "yes": True, "on": True, "1": True,
-            "false": False, "no": False, "off": False, "0": False, "": False}.get(str(rendered).strip().lower())
+        flag = False if rendered == "" else parse_bool(rendered)
         if flag is None:
             raise BadInput(f"'{key}' must render to true or false, not {rendered!r}", where=where)
         setattr(play, key, flag)
