@@ -10,6 +10,7 @@ import threading
 import time
 from typing import Any
 
+from fleetops.engine.module import result
 from fleetops.engine.playbook.dynamic import read_at_run_time
 from fleetops.engine.playcontext import task_label, walk
 from fleetops.engine.taskrun import TaskRunner, failed_result, skipped_result
@@ -109,8 +110,7 @@ def _register(run: Any, task: Any, shown: dict, whole: set) -> None:
         if host in whole or task.loop is None:
             value = got[0]
         else:
-            value = {"results": got, "changed": False, "failed": False, "skipped": False,
-                     "msg": "All items completed"}
+            value = result(msg="All items completed", results=got)
         with run.lock:
             run.state(host).persistent[task.register] = mark_unsafe(value)
 

@@ -15,7 +15,7 @@ from fleetops.engine import secrets as _secrets
 from fleetops.engine.asyncjob import AsyncFailed, AsyncJob, AsyncStarted
 from fleetops.engine.connection.runlock import HostBusy
 from fleetops.engine.boolean import parse_bool, truthy
-from fleetops.engine.module import Arg, Module, Result, TaskContext
+from fleetops.engine.module import Arg, Module, Result, TaskContext, result
 from fleetops.engine.playbook.keywords import DEFAULT_POLL
 from fleetops.engine.playbook.model import Task
 from fleetops.engine.taskenv import EnvironmentError_, render_environment
@@ -44,29 +44,22 @@ def as_list(value) -> list:
 def contract(res: Any) -> dict:
     """Make any module return value a full contract dict (a module bug must not crash the run)."""
     if not isinstance(res, dict):
-        return {"changed": False, "failed": True, "skipped": False,
-                "msg": f"module returned {type(res).__name__}, not a dict"}
-    res.setdefault("changed", False)
-    res.setdefault("failed", False)
-    res.setdefault("skipped", False)
-    res.setdefault("msg", "")
+        return result(failed=True, msg=f"module returned {type(res).__name__}, not a dict")
+    for key, value in result().items():
+        res.setdefault(key, value)
     return res
 
 
 def failed_result(msg: str, **extra) -> dict:
-    out = {"changed": False, "failed": True, "skipped": False, "msg": msg}
-    out.update(extra)
-    return out
+    return result(failed=True, msg=msg, **extra)
 
 
 def skipped_result(msg: str = "", **extra) -> dict:
-    out = {"changed": False, "failed": False, "skipped": True, "msg": msg}
-    out.update(extra)
-    return out
+    return result(skipped=True, msg=msg, **extra)
 
 
 def unreachable_result(msg: str) -> dict:
-    return {"changed": False, "failed": False, "skipped": False, "unreachable": True, "msg": msg}
+    return result(msg=msg, unreachable=True)
 
 
 @dataclass
@@ -150,7 +143,7 @@ def record(run, host: str, task, frame: Frame, res: dict, started: float, ended:
     res["ignored"] = ignored
     res["rescued"] = rescued
     res["duration"] = round(max(0.0, ended - started), 4)
-    for key, default in (("changed", False), ("failed", False), ("skipped", False), ("msg", "")):
+    for key, default in result().items():
         res.setdefault(key, default)
 
     if secret_values:
