@@ -35,7 +35,7 @@ import shlex
 import socket
 import time
 
-from fleetops.engine.connection.transport import CommandResult
+from fleetops.engine.connection.transport import CommandResult, Transport
 from fleetops.engine.payload import DEFAULT_PYTHONS
 from fleetops.errors import EXIT_HOST_FAILED, FleetopsError, Unreachable
 
@@ -196,16 +196,15 @@ def describe(record: dict) -> str:
     return ", ".join(parts)
 
 
-def acquire(transport, run_id: str, timeout: float | None = None) -> RunLock | None:
+def acquire(transport: Transport, run_id: str, timeout: float | None = None) -> RunLock | None:
     """Take the host's run lock through `transport`; RunLock, or None when there is none to take
     (a transport without long-lived channels, no flock on the host, same run). Raises HostBusy."""
-    start = getattr(transport, "start", None)
-    if start is None:
-        return None                       # the controller itself (local): nothing to serialise
     params = transport.params
     if timeout is None:
         timeout = float(params.command_timeout or 60)
-    chan = start(lock_command(holder_record(run_id)))
+    chan = transport.start(lock_command(holder_record(run_id)))
+    if chan is None:
+        return None                       # the controller itself (local): nothing to serialise
     marker, rest = _read_marker(chan, timeout)
     if marker == HELD:
         return RunLock(chan)
@@ -239,7 +238,7 @@ def _marker_line(stdout: bytes) -> tuple[str | None, str, int]:
     return None, "", len(stdout)
 
 
-def acquire_running(transport, run_id: str, command: str, line: bytes, timeout: float | None,
+def acquire_running(transport: Transport, run_id: str, command: str, line: bytes, timeout: float | None,
                     max_output: int | None = None) -> tuple[RunLock | None, CommandResult | None]:
     """Take the host's run lock and run the payload `command` (stdin: `line`) on the lock's
     channel: (the held lock, the payload's result). (None, None): no lock to hold here (another
@@ -248,6 +247,8 @@ def acquire_running(transport, run_id: str, command: str, line: bytes, timeout: 
     its channel dropped, so the lock went with it; the caller takes it again before the next
     command. Raises HostBusy as acquire() does."""
     chan = transport.start(lock_and_run_command(holder_record(run_id), command))
+    if chan is None:
+        return None, None                 # the controller itself (local): nothing to serialise
     res = transport.collect_held(chan, line, timeout, max_output)
     marker, rest, after = _marker_line(res.stdout)
     name = transport.params.name or "host"
