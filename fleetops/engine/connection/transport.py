@@ -66,6 +66,16 @@ class ConnParams:
     extra: dict = field(default_factory=dict)   # proxy_command, identities_only (sshargs.py)
 
 
+@dataclass
+class ConnDefaults:
+    """ansible.cfg's connection settings, below every host variable."""
+
+    remote_user: str | None = None
+    timeout: float | None = None
+    private_key_file: str | None = None
+    ssh_args: list = field(default_factory=list)   # [(text, where)]: [ssh_connection] ssh_args first
+
+
 class Transport(abc.ABC):
     """One open connection to one host, reused by every task of a run.
 
