@@ -69,6 +69,23 @@ PY_LOCK = (
 )
 
 
+# the login account's processes, each whole argv (-ww: never cut to a terminal's width)
+PS_HOLDERS = 'ps -ww -u "$(id -u)" -o args= 2>/dev/null'
+
+
+def holder_in_args(line: str) -> dict:
+    """The holder's record in one `ps -o args=` line (its argv: `... fleetops-run-lock {json}`);
+    {} when the line is not a holder's or its record does not read."""
+    at = line.find(TAG + " {")
+    if at < 0:
+        return {}
+    try:
+        record = json.loads(line[at + len(TAG) + 1:].strip())
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
 def holder_record(run_id: str) -> dict:
     try:
         user = getpass.getuser()
@@ -83,9 +100,9 @@ def _lock_script(record: dict, held: str, without_flock: str) -> str:
     becomes the holder; `without_flock` is what a host without flock(1) does instead (it may set
     rc to 1, busy). A busy lock is reported with its holder."""
     rec = shlex.quote(json.dumps(record, separators=(",", ":")))
-    # The holder's own argv carries its record, so a refused run can name it without any file.
-    find_holder = (f"ps -u \"$(id -u)\" -o args= 2>/dev/null | grep -F '{TAG} {{' | grep -v grep "
-                   f"| head -n 1 | sed 's/.*{TAG} //'")
+    # The holder's own argv carries its record, so a refused run can name it without any file
+    # (its ps line is read back by holder_in_args).
+    find_holder = f"{PS_HOLDERS} | grep -F '{TAG} {{' | grep -v grep | head -n 1"
     # The shell opens the home directory on fd 9 and flock(1) locks that open file (then exits);
     # the shell becomes `cat`, which inherits fd 9 and so the lock, and reads stdin until the
     # connection's channel closes. One short-lived child instead of three: this runs once per
@@ -179,14 +196,6 @@ class RunLock:
             pass
 
 
-def _record(text: str) -> dict:
-    try:
-        record = json.loads(text) if text else {}
-    except ValueError:
-        return {}
-    return record if isinstance(record, dict) else {}
-
-
 def describe(record: dict) -> str:
     parts = [f"run {record.get('run_id', '?')}"]
     if record.get("controller"):
@@ -214,7 +223,7 @@ def acquire(transport: Transport, run_id: str, timeout: float | None = None) -> 
         pass
     name = params.name or "host"
     if marker == BUSY:
-        record = _record(rest)
+        record = holder_in_args(rest)
         if record.get("run_id") == run_id:
             return None                   # another inventory name for the same account, this run
         who = f" ({describe(record)})" if record else ""
@@ -274,7 +283,7 @@ def acquire_running(transport: Transport, run_id: str, command: str, line: bytes
     if marker == NO_FLOCK:
         return acquire(transport, run_id), None
     if marker == BUSY:
-        record = _record(rest)
+        record = holder_in_args(rest)
         if record.get("run_id") == run_id:
             return None, None             # another inventory name for the same account, this run
         who = f" ({describe(record)})" if record else ""
