@@ -10,7 +10,7 @@ from fleetops.engine.yamlsrc import Mapping, Sequence, load_yaml
 from fleetops.errors import BadInput
 
 
-def static_name(value, what: str, where: str) -> str:
+def static_name(value, what: str, where: str | None) -> str:
     if not isinstance(value, str) or not value.strip():
         raise BadInput(f"{what} must be a name, not {kind(value)}", where=where)
     if is_template(value):
@@ -19,7 +19,7 @@ def static_name(value, what: str, where: str) -> str:
     return value.strip()
 
 
-def import_name(value, what: str, where: str, inh: Inherit) -> str:
+def import_name(value, what: str, where: str | None, inh: Inherit) -> str:
     """An import's file or role name; a template of play variables (and vars given to
     import_playbook) is rendered now, as ansible-core does; a host variable cannot apply, since
     an import is read before the run (it is an error in ansible-core too)."""
@@ -57,7 +57,7 @@ def include_args(m: Mapping, key: str, free: str) -> Mapping:
     return args
 
 
-def find_task_file(name: str, inh: Inherit, where: str) -> str:
+def find_task_file(name: str, inh: Inherit, where: str | None) -> str:
     """As ansible-core: beside the including file, in the role's tasks/, then the playbook's directory."""
     name = os.path.expanduser(name)
     bases = [inh.base_dir] + ([os.path.join(inh.role_path, "tasks"), inh.role_path] if inh.role_path else [])
@@ -69,7 +69,7 @@ def find_task_file(name: str, inh: Inherit, where: str) -> str:
     raise BadInput(f"task file not found: {name} (looked in {', '.join(dict.fromkeys(bases))})", where=where)
 
 
-def read_task_file(path: str, inh: Inherit, handler: bool, where: str) -> list:
+def read_task_file(path: str, inh: Inherit, handler: bool, where: str | None) -> list:
     """The tasks of one task file, read with the includer's keywords."""
     if path in inh.files:
         raise BadInput(f"{os.path.basename(path)} includes itself (through {' -> '.join(map(os.path.basename, inh.files))})",

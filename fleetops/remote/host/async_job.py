@@ -19,7 +19,7 @@ _JID = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,80}\Z")
 ASYNC_DIR = "~/.ansible_async"
 
 
-def job_path(jid: str) -> str:
+def job_path(jid: object) -> str:
     """The job's result file; a jid that could leave the directory is refused."""
     if not isinstance(jid, str) or not _JID.match(jid):
         raise ValueError(f"not a job id: {jid!r}")
@@ -39,7 +39,7 @@ def _text(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def _run_job(path: str, jid: str, line: str, stdin: bytes | None, time_limit: float, shown: str) -> None:
+def _run_job(path: str, jid: object, line: str, stdin: bytes | None, time_limit: float, shown: str) -> None:
     """In the detached process: run the line, kill its group at the limit, write the result."""
     started = time.time()
     proc = subprocess.Popen(["/bin/sh", "-c", line], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -62,7 +62,7 @@ def main(args: dict) -> dict:
     jid, line = args.get("jid"), args.get("cmd")
     try:
         path = job_path(jid)
-        time_limit = float(args.get("time_limit"))
+        time_limit = float(args.get("time_limit"))  # type: ignore[arg-type]  # None: the TypeError below
     except (TypeError, ValueError) as e:
         return {"failed": True, "changed": False, "msg": str(e)}
     if not isinstance(line, str) or not line:

@@ -22,7 +22,7 @@ try:  # not on every platform, and not needed when no owner/group is asked for
     import grp
     import pwd
 except ImportError:  # pragma: no cover
-    grp = pwd = None
+    grp = pwd = None  # type: ignore[assignment]
 
 DEFAULT_FILE_MODE = 0o600
 DEFAULT_DIR_MODE = 0o700
