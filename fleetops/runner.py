@@ -65,6 +65,7 @@ def load(playbook_path: str, inventory_path: str, extra_vars: dict, limit: str |
     `note_secrets(values)` is told the secret values as soon as they are known, so an error
     line about a later step can already be scrubbed of them.
     """
+    from fleetops.engine.connection.transport import ConnDefaults
     from fleetops.engine.inventory import load_inventory
     from fleetops.engine.lint import check_playbook
     from fleetops.engine.playbook import load_playbook
@@ -76,11 +77,10 @@ def load(playbook_path: str, inventory_path: str, extra_vars: dict, limit: str |
             raise BadInput(f"{what} not found", where=path)
         if not os.access(path, os.R_OK):
             raise BadInput(f"{what} is not readable", where=path)
-    inventory = load_inventory(inventory_path)
-    if ansible_cfg is not None:        # ansible.cfg's connection defaults, below every host variable
-        inventory.conn_defaults = {"remote_user": ansible_cfg.remote_user, "timeout": ansible_cfg.timeout,
-                                   "private_key_file": ansible_cfg.private_key_file,
-                                   "ssh_args": list(getattr(ansible_cfg, "ssh_args", []))}
+    defaults = None if ansible_cfg is None else ConnDefaults(     # below every host variable
+        remote_user=ansible_cfg.remote_user, timeout=ansible_cfg.timeout,
+        private_key_file=ansible_cfg.private_key_file, ssh_args=list(getattr(ansible_cfg, "ssh_args", [])))
+    inventory = load_inventory(inventory_path, defaults)
     note(secret_values(inventory, extra_vars))
     if limit and not inventory.select(limit):
         raise BadInput(f"--limit {limit!r} matches no host", where=inventory_path)

@@ -13,6 +13,7 @@ import stat
 from typing import Any
 from dataclasses import dataclass, field
 
+from fleetops.engine.boolean import parse_bool
 from fleetops.errors import BadInput
 
 
@@ -63,11 +64,9 @@ def find_config(cwd: str | None = None, env=None) -> str | None:
 
 
 def _bool(text: str, where: str | None, key: str) -> bool:
-    v = text.strip().lower()
-    if v in ("true", "yes", "on", "1", "y", "t"):
-        return True
-    if v in ("false", "no", "off", "0", "n", "f"):
-        return False
+    flag = parse_bool(text)
+    if flag is not None:
+        return flag
     raise BadInput(f"ansible.cfg: '{key}' must be true or false, not {text!r}", where=where)
 
 

@@ -15,9 +15,11 @@ import os
 import random
 import threading
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any, Callable
 
 from fleetops.engine.connection.transport import CommandResult
+from fleetops.engine.module import Result
 
 
 class AsyncStarted(Exception):
@@ -41,7 +43,7 @@ def new_jid() -> str:
     return f"j{random.randint(0, 999999999999)}.{os.getpid()}"
 
 
-def job_output(data: dict) -> CommandResult:
+def job_output(data: Mapping[str, Any]) -> CommandResult:
     """A finished job's file as the foreground run would have returned it."""
     return CommandResult(rc=int(data.get("rc", -1)), stdout=str(data.get("stdout", "")).encode(),
                          stderr=str(data.get("stderr", "")).encode())
@@ -53,7 +55,7 @@ class AsyncJob:
 
     seconds: float
     poll: float
-    call: Callable[[str, dict], dict]
+    call: Callable[[str, dict], Result]
     stop: threading.Event
     info: dict = field(default_factory=dict)     # ansible_job_id, started, finished, results_file
 
@@ -70,7 +72,7 @@ class AsyncJob:
                 "results_file": started.get("results_file")}
         if self.poll <= 0:
             raise AsyncStarted({**info, "changed": True, "failed": False})
-        status: dict = {}
+        status: Result = {}
         time_left = self.seconds
         while time_left > 0:
             if self.stop.wait(self.poll):

@@ -14,7 +14,7 @@ import concurrent.futures
 import os
 import threading
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from fleetops.engine import recap
 from fleetops.engine import results_backend as _results_backend
@@ -27,26 +27,12 @@ from fleetops.engine.payload import run_payload
 from fleetops.engine.connection.transport import Transport
 from fleetops.engine.playcontext import PlayContext
 from fleetops.engine.playvars import RunVars
-from fleetops.engine.taskrun import Frame, GatherFacts
+from fleetops.engine.runcontext import Frame, RunOptions
+from fleetops.engine.taskrun import GatherFacts
 from fleetops.engine.tasklist import TaskLoop
 from fleetops.engine.templating import Templar
 from fleetops.engine.varsfile import load_vars_file
 from fleetops.errors import EXIT_HOST_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, BadInput
-
-
-@dataclass
-class RunOptions:
-    limit: str | None = None
-    tags: set = field(default_factory=set)
-    skip_tags: set = field(default_factory=set)
-    extra_vars: dict = field(default_factory=dict)
-    forks: int = 20
-    check: bool = False
-    diff: bool = False
-    accept_new_host_keys: bool = False
-    results_dir: str = "fleetops-runs"      # runs.db and fetched files; with results_db, the files only
-    results_db: str | None = None           # a PostgreSQL URL holding the runs instead of runs.db
-    known_hosts: str | None = None
 
 
 @dataclass
@@ -90,6 +76,7 @@ class _Run:
         self.task_vars = self.vars.task_vars
         self.secret_values = self.vars.secret_values
         self.groups_changed = self.vars.groups_changed
+        self.live_hosts = self.vars.live_hosts
         self.tasks = TaskLoop(self)
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, int(options.forks or 1)),
                                                           thread_name_prefix="fleetops-fork")

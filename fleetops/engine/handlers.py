@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from fleetops.engine.playcontext import PlayContext
-from fleetops.engine.taskrun import Frame, HostState
+from fleetops.engine.runcontext import Frame, HostState
 
 RunTask = Callable[[PlayContext, Any, list, Frame], dict]
 

@@ -5,16 +5,15 @@ from its first task to the end of the run and no other fleetops run interleaves 
 """
 from __future__ import annotations
 
-import functools
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from fleetops.engine.connection import runlock as _runlock
 from fleetops.engine.connection.local import LocalTransport
 from fleetops.engine.connection.runlock import HostBusy
+from fleetops.engine.connection.session import HostSession
 from fleetops.engine.connection.transport import ConnParams, Transport
-from fleetops.engine.taskrun import HostState
+from fleetops.engine.runcontext import HostState
 from fleetops.engine.templating import Templar, TemplateError
 from fleetops.errors import BadInput, Unreachable
 
@@ -90,58 +89,23 @@ class HostPool:
                                          or st.transport.params.connection != params.connection):
             self.close_host(st)
         if st.transport is None:
-            st.transport = LocalTransport(params) if params.connection == "local" else self.transport_factory(params)
-        if st.busy:
-            raise HostBusy(st.busy)
-        if not st.connected:
-            try:
-                st.transport.connect()
-            except Unreachable:
-                raise
-            except Exception as e:  # noqa: BLE001 - any connect failure means unreachable
-                raise Unreachable(f"{host}: {type(e).__name__}: {e}") from None
-            if hasattr(st.transport, "first_command_hook"):
-                # taken with the first command, on its channel when that is a payload
-                st.transport.first_command_hook = functools.partial(self._take_lock, st)
-            else:
-                self._take_lock(st)
-            st.connected = True
-        return st.transport
-
-    def _take_lock(self, st: HostState, command: str | None = None, line: bytes | None = None,
-                   timeout: float | None = None, max_output: int | None = None):
-        """Take the host's run lock before its first command; given that command (a payload's),
-        on its channel, returning its result (None: the caller runs it). A busy host is refused
-        for the whole run, never half of one."""
+            inner = LocalTransport(params) if params.connection == "local" else self.transport_factory(params)
+            st.transport = HostSession(inner, self.run_id, busy=st.busy)
         try:
-            if command is None:
-                st.run_lock = _runlock.acquire(st.transport, self.run_id)
-                return None
-            st.run_lock, res = _runlock.acquire_running(st.transport, self.run_id, command, line or b"",
-                                                        timeout, max_output)
-        except HostBusy as e:
-            st.busy = str(e)
-            try:
-                st.transport.close()
-            except Exception:  # noqa: BLE001
-                pass
+            st.transport.connect()          # HostBusy when the host was refused earlier in the run
+        except (Unreachable, HostBusy):
             raise
-        if res is not None and st.run_lock is None and hasattr(st.transport, "first_command_hook"):
-            st.transport.first_command_hook = functools.partial(self._take_lock, st)   # lost with a timed-out payload
-        return res
+        except Exception as e:  # noqa: BLE001 - any connect failure means unreachable
+            raise Unreachable(f"{host}: {type(e).__name__}: {e}") from None
+        return st.transport
 
     @staticmethod
     def close_host(st: HostState) -> None:
         """Release the host's run lock and close its connection (a later task may open another)."""
-        if st.run_lock is not None:
-            st.run_lock.close()
-            st.run_lock = None
         if st.transport is not None:
-            try:
-                st.transport.close()
-            except Exception:  # noqa: BLE001 - closing must not hide the run's result
-                pass
-        st.transport, st.connected = None, False
+            st.busy = st.transport.busy or st.busy
+            st.transport.close()
+        st.transport = None
 
     def close_all(self) -> None:
         for st in self.hosts.values():

@@ -8,10 +8,12 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from typing import Any
 
+from fleetops.engine.module import result
 from fleetops.engine.playbook.dynamic import read_at_run_time
-from fleetops.engine.playcontext import task_label, walk
+from fleetops.engine.playbook.model import Task
+from fleetops.engine.playcontext import PlayContext, task_label, walk
+from fleetops.engine.runcontext import Frame, RunContext, TaskList
 from fleetops.engine.taskrun import TaskRunner, failed_result, skipped_result
 from fleetops.engine.templating import TemplateError, mark_unsafe
 from fleetops.errors import BadInput
@@ -32,17 +34,17 @@ def bind(tasks: list, extra: dict) -> list:
     return out
 
 
-def _number_like(pctx: Any, copies: list, originals: list) -> None:
+def _number_like(pctx: PlayContext, copies: list, originals: list) -> None:
     """Give copies the event index of the task they copy (new tasks get the next free ones)."""
     for c, o in zip(walk(copies), walk(originals)):
         pctx.index_of[id(c)] = pctx.index_of.get(id(o), _next_index(pctx))
 
 
-def _next_index(pctx: Any) -> int:
+def _next_index(pctx: PlayContext) -> int:
     return max(list(pctx.index_of.values()) + [pctx.facts_index]) + 1
 
 
-def _tasks_for(run: Any, pctx: Any, task: Any, name: str, froms: dict) -> list:
+def _tasks_for(run: RunContext, pctx: PlayContext, task: Task, name: str, froms: dict) -> list:
     """The include's tasks for one rendered name: read before the run, or now (once per name)."""
     dyn = task.dynamic
     if not dyn.templated:
@@ -64,7 +66,7 @@ def _tasks_for(run: Any, pctx: Any, task: Any, name: str, froms: dict) -> list:
         return cache[key]
 
 
-def host_includes(run: Any, pctx: Any, task: Any, host: str, frame: Any) -> tuple:
+def host_includes(run: RunContext, pctx: PlayContext, task: Task, host: str, frame: Frame) -> tuple:
     """(a result to show for the include on this host or None, [(key, name, froms, item vars)])."""
     runner = TaskRunner(run, pctx, host, task, frame)
     variables = run.task_vars(pctx, host, task, frame, runner.check)
@@ -74,9 +76,9 @@ def host_includes(run: Any, pctx: Any, task: Any, host: str, frame: Any) -> tupl
         passes = [None]
     else:
         try:
-            passes = runner._loop_items(variables)
+            passes = runner.loop_items(variables)
         except TemplateError as e:          # as ansible-core: a false `when` skips before the loop fails
-            return runner._when(conditions, variables) or failed_result(f"loop: {e}"), []
+            return runner.when(conditions, variables) or failed_result(f"loop: {e}"), []
         if not passes:
             return skipped_result("No items in the list", skip_reason="No items in the list"), []
     loop_var = task.loop_var or "item"
@@ -86,7 +88,7 @@ def host_includes(run: Any, pctx: Any, task: Any, host: str, frame: Any) -> tupl
         iv = dict(variables)
         extra = {} if task.loop is None else {loop_var: item, "ansible_loop_var": loop_var}
         iv.update(extra)
-        res = runner._when(conditions, iv)
+        res = runner.when(conditions, iv)
         if res is not None:
             if res.get("failed"):
                 return res, []
@@ -102,20 +104,19 @@ def host_includes(run: Any, pctx: Any, task: Any, host: str, frame: Any) -> tupl
     return (skipped if not entries else None), entries
 
 
-def _register(run: Any, task: Any, shown: dict, whole: set) -> None:
+def _register(run: RunContext, task: Task, shown: dict, whole: set) -> None:
     """`register` on an include: its result, a loop's as `results` (one per file included)."""
     for host, results in shown.items():
         got = [r for r, _, _ in results]
         if host in whole or task.loop is None:
             value = got[0]
         else:
-            value = {"results": got, "changed": False, "failed": False, "skipped": False,
-                     "msg": "All items completed"}
+            value = result(msg="All items completed", results=got)
         with run.lock:
             run.state(host).persistent[task.register] = mark_unsafe(value)
 
 
-def run_include(loop: Any, pctx: Any, task: Any, live: list, frame: Any) -> list:
+def run_include(loop: TaskList, pctx: PlayContext, task: Task, live: list, frame: Frame) -> list:
     """Run a dynamic include over `live` (loop: the TaskLoop); returns the hosts still running."""
     run = loop.run
     order: dict = {}                    # key -> (tasks, [hosts]) in the order first reached
@@ -150,7 +151,7 @@ def run_include(loop: Any, pctx: Any, task: Any, live: list, frame: Any) -> list
         run.events.task_start(pctx.index, pctx.index_of.get(id(task), -1), task_label(task), None, list(shown))
         for host, results in shown.items():
             for res, started, ended in results:
-                if loop._finish(pctx, host, task, frame, res, started, ended, set()) in ("failed", "rescued",
+                if loop.finish(pctx, host, task, frame, res, started, ended, set()) in ("failed", "rescued",
                                                                                          "unreachable"):
                     failed.add(host)
     if task.register:

@@ -10,6 +10,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional, Protocol, TypedDict
 
+from fleetops.engine.boolean import boolean
 from fleetops.engine.templating import Templar
 from fleetops.engine.connection.transport import Transport
 
@@ -95,10 +96,8 @@ class Module:
 
 def flag(value: Any) -> bool:
     """A module's on/off argument as it arrives at run time (a template renders to a string):
-    true only for 1, true, yes, on, y, never for a word it does not know."""
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on", "y")
-    return bool(value)
+    the one boolean rule, with a word it does not know false."""
+    return boolean(value, strict=False)
 
 
 def result(changed: bool = False, failed: bool = False, msg: str = "", skipped: bool = False, **extra) -> dict:

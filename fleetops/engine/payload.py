@@ -25,7 +25,7 @@ from typing import cast
 import fleetops.remote
 from fleetops.engine.connection.become import become_failure, become_wrap
 from fleetops.engine.connection.transport import CommandResult, Transport
-from fleetops.engine.module import Result
+from fleetops.engine.module import Result, result
 from fleetops.remote import PAYLOADS
 
 REMOTE_PKG = "fleetops.remote"
@@ -314,9 +314,7 @@ def _tail(data: bytes, lines: int = TAIL_LINES, limit: int = 4000) -> str:
 
 
 def _failed(msg: str, **extra) -> Result:
-    out = {"changed": False, "failed": True, "skipped": False, "msg": msg}
-    out.update(extra)
-    return cast(Result, out)
+    return cast(Result, result(failed=True, msg=msg, **extra))
 
 
 def run_payload(transport: Transport, module: str, args: dict, python: str | None = None,

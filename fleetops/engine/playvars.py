@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator
 from fleetops.engine import secrets as _secrets
 from fleetops.engine.inventory import short_name
 from fleetops.engine.playcontext import PlayContext
-from fleetops.engine.taskrun import Frame, HostState
+from fleetops.engine.runcontext import Frame, HostState
 from fleetops.engine.variables import layered
 
 # the ansible-core release whose playbook semantics fleetops follows (and is tested against):

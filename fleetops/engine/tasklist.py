@@ -14,9 +14,11 @@ from fleetops.engine import recap
 from fleetops.engine import secrets as _secrets
 from fleetops.engine.handlers import run_handlers
 from fleetops.engine.includerun import run_include
+from fleetops.engine.playbook.model import Task
 from fleetops.engine.playcontext import PlayContext, task_label
 from fleetops.engine.tags import tags_match
-from fleetops.engine.taskrun import NO_LOG, Frame, GatherFacts, TaskRunner, censored, facts_task, record
+from fleetops.engine.runcontext import Frame, RunContext
+from fleetops.engine.taskrun import NO_LOG, GatherFacts, TaskRunner, censored, facts_task, record
 
 
 def _scrub_value(value: Any, values: set) -> Any:
@@ -32,7 +34,7 @@ def _scrub_value(value: Any, values: set) -> Any:
 class TaskLoop:
     """Runs task lists over a batch's hosts for `run` (the executor's run: events, pool, state)."""
 
-    def __init__(self, run: Any):
+    def __init__(self, run: RunContext):
         self.run = run
 
     def run_list(self, pctx: PlayContext, tasks: Any, hosts: list, frame: Frame) -> list:
@@ -70,7 +72,7 @@ class TaskLoop:
         ok = set(self.run_list(pctx, [handler], targets, frame))
         return {h: "ok" if h in ok else "failed" for h in targets}
 
-    def _meta(self, pctx: PlayContext, task: Any, live: list, out: dict) -> list:
+    def _meta(self, pctx: PlayContext, task: Task, live: list, out: dict) -> list:
         """Carry out a meta task for the hosts it ran on (not skipped by its `when`)."""
         action = str((task.args or {}).get("cmd"))
         acted = [h for h in live if out.get(h) == "ok"]
@@ -87,7 +89,7 @@ class TaskLoop:
             return []
         return live
 
-    def _run_block(self, pctx: PlayContext, block: Any, hosts: list, frame: Frame) -> list:
+    def _run_block(self, pctx: PlayContext, block: Task, hosts: list, frame: Frame) -> list:
         """block/rescue/always: rescue takes the hosts that failed in block; always runs for all."""
         state = self.run.state
         ok = self.run_list(pctx, block.block, hosts, Frame(rescuable=frame.rescuable or bool(block.rescue)))
@@ -102,13 +104,13 @@ class TaskLoop:
             keep &= set(self.run_list(pctx, block.always, targets, Frame(rescuable=frame.rescuable)))
         return [h for h in hosts if h in keep]
 
-    def run_task(self, pctx: PlayContext, task: Any, live: list, frame: Frame) -> dict:
+    def run_task(self, pctx: PlayContext, task: Task, live: list, frame: Frame) -> dict:
         """Run `task` on every host of `live` in parallel; host -> outcome."""
         run = self.run
         tindex = pctx.index_of.get(id(task), -1)
         name = task_label(task)
         run.events.task_start(pctx.index, tindex, name, task.module, list(live))
-        pctx.active = run.vars.live_hosts(pctx, live)
+        pctx.active = run.live_hosts(pctx, live)
         if task.run_once:
             futures = [run.pool.submit(self._host_task_once, pctx, task, list(live), frame)]
         else:
@@ -122,7 +124,7 @@ class TaskLoop:
                 pctx.abort = f"any_errors_fatal: task '{name}' failed on {', '.join(bad)}"
         return outcomes
 
-    def _host_task(self, pctx: PlayContext, task: Any, host: str, frame: Frame) -> dict:
+    def _host_task(self, pctx: PlayContext, task: Task, host: str, frame: Frame) -> dict:
         if self.run.stop.is_set():
             return {host: None}      # interrupted before this host started: nothing ran
         name = task_label(task)
@@ -130,9 +132,9 @@ class TaskLoop:
         started = time.time()
         res, secret_values = self._compute(pctx, task, host, frame)
         ended = time.time()
-        return {host: self._finish(pctx, host, task, frame, res, started, ended, secret_values)}
+        return {host: self.finish(pctx, host, task, frame, res, started, ended, secret_values)}
 
-    def _host_task_once(self, pctx: PlayContext, task: Any, hosts: list, frame: Frame) -> dict:
+    def _host_task_once(self, pctx: PlayContext, task: Task, hosts: list, frame: Frame) -> dict:
         """run_once: the first reachable host runs it; its result applies to every host."""
         out: dict = {}
         for i, host in enumerate(hosts):
@@ -143,25 +145,25 @@ class TaskLoop:
             res, secret_values = self._compute(pctx, task, host, frame)
             ended = time.time()
             if res.get("unreachable") and i + 1 < len(hosts):
-                out[host] = self._finish(pctx, host, task, frame, res, started, ended, secret_values)
+                out[host] = self.finish(pctx, host, task, frame, res, started, ended, secret_values)
                 continue
             hidden = res.get(NO_LOG)
-            out[host] = self._finish(pctx, host, task, frame, res, started, ended, secret_values)
+            out[host] = self.finish(pctx, host, task, frame, res, started, ended, secret_values)
             for other in hosts[i + 1:]:
                 copied = copy.deepcopy(res)
                 copied["run_once_host"] = host
                 if hidden:
                     copied[NO_LOG] = True
-                out[other] = self._finish(pctx, other, task, frame, copied, started, ended, secret_values)
+                out[other] = self.finish(pctx, other, task, frame, copied, started, ended, secret_values)
             return out
         return out
 
-    def _compute(self, pctx: PlayContext, task: Any, host: str, frame: Frame) -> tuple:
+    def _compute(self, pctx: PlayContext, task: Task, host: str, frame: Frame) -> tuple:
         runner = TaskRunner(self.run, pctx, host, task, frame)
         return runner.execute(), runner.secrets
 
-    def _finish(self, pctx: PlayContext, host: str, task: Any, frame: Frame, res: dict, started: float,
-                ended: float, secret_values: Any) -> str:
+    def finish(self, pctx: PlayContext, host: str, task: Task, frame: Frame, res: dict, started: float,
+                ended: float, secret_values: set) -> str:
         """The host's state (taskrun.record), its counters, the events. Returns the host's outcome."""
         run = self.run
         st = run.state(host)
@@ -186,7 +188,7 @@ class TaskLoop:
         run = self.run
         task = facts_task(pctx.play)
         run.events.task_start(pctx.index, pctx.facts_index, task_label(task), GatherFacts.name, list(live))
-        pctx.active = run.vars.live_hosts(pctx, live)
+        pctx.active = run.live_hosts(pctx, live)
         futures = [run.pool.submit(self._host_task, pctx, task, h, Frame()) for h in live]
         outcomes: dict = {}
         for fut in futures:

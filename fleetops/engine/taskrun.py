@@ -8,30 +8,23 @@ and events) so the Ansible task semantics can be read in one place.
 from __future__ import annotations
 
 import traceback
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 from fleetops.engine import secrets as _secrets
 from fleetops.engine.asyncjob import AsyncFailed, AsyncJob, AsyncStarted
 from fleetops.engine.connection.runlock import HostBusy
-from fleetops.engine.connection.hostvars import _bool
-from fleetops.engine.module import Arg, Module, Result, TaskContext
+from fleetops.engine.boolean import parse_bool, truthy
+from fleetops.engine.module import Arg, Module, Result, TaskContext, result
 from fleetops.engine.playbook.keywords import DEFAULT_POLL
 from fleetops.engine.playbook.model import Task
+from fleetops.engine.playcontext import PlayContext
+from fleetops.engine.runcontext import Frame, RunContext
 from fleetops.engine.taskenv import EnvironmentError_, render_environment
 from fleetops.engine.templating import Templar, TemplateError, mark_unsafe
 from fleetops.errors import Unreachable
 
-FALSE_STRINGS = {"false", "no", "off", "0", "n", "", "none"}
 # A play or inventory variable: false runs this host's payloads at the priority of the login.
 LOW_PRIORITY_VAR = "fleetops_low_priority"
-
-
-def truthy(value: Any) -> bool:
-    """Condition truth as Ansible sees it: the string "False" is false."""
-    if isinstance(value, str):
-        return value.strip().lower() not in FALSE_STRINGS
-    return bool(value)
 
 
 def evaluate_condition(templar, cond: Any, variables: dict) -> bool:
@@ -52,58 +45,25 @@ def as_list(value) -> list:
 def contract(res: Any) -> dict:
     """Make any module return value a full contract dict (a module bug must not crash the run)."""
     if not isinstance(res, dict):
-        return {"changed": False, "failed": True, "skipped": False,
-                "msg": f"module returned {type(res).__name__}, not a dict"}
-    res.setdefault("changed", False)
-    res.setdefault("failed", False)
-    res.setdefault("skipped", False)
-    res.setdefault("msg", "")
+        return result(failed=True, msg=f"module returned {type(res).__name__}, not a dict")
+    for key, value in result().items():
+        res.setdefault(key, value)
     return res
 
 
 def failed_result(msg: str, **extra) -> dict:
-    out = {"changed": False, "failed": True, "skipped": False, "msg": msg}
-    out.update(extra)
-    return out
+    return result(failed=True, msg=msg, **extra)
 
 
 def skipped_result(msg: str = "", **extra) -> dict:
-    out = {"changed": False, "failed": False, "skipped": True, "msg": msg}
-    out.update(extra)
-    return out
+    return result(skipped=True, msg=msg, **extra)
 
 
 def unreachable_result(msg: str) -> dict:
-    return {"changed": False, "failed": False, "skipped": False, "unreachable": True, "msg": msg}
+    return result(msg=msg, unreachable=True)
 
 
-@dataclass
-class HostState:
-    """What the run knows about one host; written only by the thread running its task."""
-
-    name: str
-    transport: Any = None
-    connected: bool = False
-    local: Any = None               # LocalTransport for delegate_to: localhost
-    facts: dict = field(default_factory=dict)
-    persistent: dict = field(default_factory=dict)   # registered results and set_fact, for the run
-    secrets: set = field(default_factory=set)        # values templated from secrets on this host so far
-    unreachable: bool = False
-    failed: bool = False            # failed in an earlier batch/play: excluded from later plays
-    notified: set = field(default_factory=set)
-    run_lock: Any = None            # engine/connection/runlock.py: held while the run uses this host
-    busy: str | None = None         # another run holds the host: why, for every later task
-
-
-@dataclass
-class Frame:
-    """Where a task sits: the playbook model already resolved inherited keywords
-    (when, vars, become, check_mode, ...), so only rescue scope is left to track."""
-
-    rescuable: bool = False         # a failure here is handled by an enclosing block's rescue
-
-
-def effective_check(run, task) -> bool:
+def effective_check(run: RunContext, task: Task) -> bool:
     if task.check_mode is not None:
         return bool(task.check_mode)
     return bool(run.options.check)
@@ -143,7 +103,7 @@ def facts_task(play) -> Task:
                 remote_user=play.remote_user, connection=play.connection, environment=list(play.environment))
 
 
-def record(run, host: str, task, frame: Frame, res: dict, started: float, ended: float,
+def record(run: RunContext, host: str, task: Task, frame: Frame, res: dict, started: float, ended: float,
            secret_values: set) -> str:
     """Finish one host's result: the executor's keys (unreachable, ignored, rescued, duration),
     then what it leaves on the host for later tasks: registered result, facts, the failed task
@@ -158,7 +118,7 @@ def record(run, host: str, task, frame: Frame, res: dict, started: float, ended:
     res["ignored"] = ignored
     res["rescued"] = rescued
     res["duration"] = round(max(0.0, ended - started), 4)
-    for key, default in (("changed", False), ("failed", False), ("skipped", False), ("msg", "")):
+    for key, default in result().items():
         res.setdefault(key, default)
 
     if secret_values:
@@ -204,8 +164,8 @@ def _coerce(value, spec: Arg):
     if not isinstance(value, str) or str in types:
         return value
     text = value.strip()
-    if bool in types and text.lower() in ("true", "yes", "on", "false", "no", "off"):
-        return text.lower() in ("true", "yes", "on")
+    if bool in types and parse_bool(text) is not None:
+        return parse_bool(text)
     if int in types:
         try:
             return int(text)
@@ -250,7 +210,7 @@ def payload_args(pargs: dict, check: bool, diff: bool) -> dict:
 class TaskRunner:
     """Computes one task's result for one host; `run` is the executor's _Run."""
 
-    def __init__(self, run, pctx, host: str, task, frame: Frame):
+    def __init__(self, run: RunContext, pctx: PlayContext, host: str, task: Task, frame: Frame):
         self.run = run
         self.pctx = pctx
         self.host = host
@@ -293,10 +253,10 @@ class TaskRunner:
         self.secrets |= self.run.state(self.host).secrets
         conditions = as_list(task.when)
         if task.loop is None:
-            res = self._when(conditions, variables)
+            res = self.when(conditions, variables)
             return res if res is not None else self._run_once(variables)
         try:
-            items = self._loop_items(variables)
+            items = self.loop_items(variables)
         except TemplateError as e:
             return failed_result(f"loop: {e}")
         loop_var = task.loop_var or "item"
@@ -307,7 +267,7 @@ class TaskRunner:
             iv = dict(variables)
             iv[loop_var] = item
             iv["ansible_loop_var"] = loop_var
-            res = self._when(conditions, iv)
+            res = self.when(conditions, iv)
             if res is None:
                 res = self._run_once(iv)
             res[loop_var] = item
@@ -328,7 +288,7 @@ class TaskRunner:
             "msg": "One or more items failed" if failed else "All items completed",
         }
 
-    def _loop_items(self, variables: dict) -> list:
+    def loop_items(self, variables: dict) -> list:
         loop = self.task.loop
         if isinstance(loop, str):
             value = self.templar.evaluate(loop, variables) if "{{" not in loop else self.templar.render(loop, variables)
@@ -340,7 +300,7 @@ class TaskRunner:
             raise TemplateError(f"loop needs a list, got {type(value).__name__}")
         return list(value)
 
-    def _when(self, conditions: list, variables: dict) -> dict | None:
+    def when(self, conditions: list, variables: dict) -> dict | None:
         """None when every condition holds, else the task's skipped (or failed) result."""
         for cond in conditions:
             try:
@@ -355,7 +315,7 @@ class TaskRunner:
     # -- one execution (one item)
     def _run_once(self, variables: dict) -> dict:
         task = self.task
-        module_cls = self.run.modules.get(task.module)
+        module_cls = self.run.modules.get(task.module or "")
         if module_cls is None:
             return failed_result(f"unknown module {task.module!r}")
         self.secrets |= _secrets.derived_values(self.templar, task.args, variables, self.secrets)
@@ -508,7 +468,7 @@ class TaskRunner:
         low = variables.get(LOW_PRIORITY_VAR, True)
         if isinstance(low, str) and ("{{" in low or "{%" in low):
             low = self.templar.render(low, variables)
-        low = _bool(low) if low not in (None, "") else True
+        low = parse_bool(low) if low not in (None, "") else True
         async_job = None
         if task.async_val and transport is not None and not check:
             seconds = float(self._number(task.async_val, 0, variables))

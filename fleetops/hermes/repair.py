@@ -16,7 +16,7 @@ import json
 import os
 
 from fleetops.engine.module import Arg, Module, TaskContext, flag, result
-from fleetops.engine.connection.runlock import TAG
+from fleetops.engine.connection.runlock import PS_HOLDERS, holder_in_args
 
 NUM = (int, float, str)
 BOOL = (bool, str)
@@ -262,21 +262,11 @@ class HermesHostlock(Module):
 
     def _live_runs(self, ctx) -> set | None:
         """Run ids holding the engine's run lock on this host account; None when that cannot be told."""
-        res = ctx.transport.run('ps -u "$(id -u)" -o args= 2>/dev/null', timeout=30)
+        res = ctx.transport.run(PS_HOLDERS, timeout=30)
         if res.rc != 0:
             return None
-        runs = set()
-        for line in res.stdout.decode("utf-8", "replace").splitlines():
-            at = line.find(TAG + " {")
-            if at < 0:
-                continue
-            try:
-                rec = json.loads(line[at + len(TAG) + 1:])
-            except ValueError:
-                continue
-            if isinstance(rec, dict) and rec.get("run_id"):
-                runs.add(str(rec["run_id"]))
-        return runs
+        records = (holder_in_args(line) for line in res.stdout.decode("utf-8", "replace").splitlines())
+        return {str(rec["run_id"]) for rec in records if rec.get("run_id")}
 
     def run(self, ctx, args):
         run_id = args.get("run_id") or ctx.run_id

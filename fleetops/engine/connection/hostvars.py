@@ -8,18 +8,23 @@ from __future__ import annotations
 
 import os
 
+from fleetops.engine.boolean import parse_bool
 from fleetops.engine.connection import sshargs as _sshargs
 from fleetops.engine.connection import sshconfig as _sshconfig
-from fleetops.engine.connection.transport import CONNECTIONS, ConnParams, connection_name
+from fleetops.engine.connection.transport import CONNECTIONS, ConnDefaults, ConnParams, connection_name
 from fleetops.engine.templating import TemplateError
 from fleetops.engine.yamlsrc import yaml_kind
 from fleetops.errors import BadInput
 
 
-def connection_params(inventory, hostname: str, ssh_config_path: str | None = None,
+def connection_params(hostname: str, variables: dict, origins: dict, *, where: str | None,
+                      defaults: ConnDefaults, ssh_configs: dict, ssh_config_path: str | None = None,
                       render=None, extra_vars: dict | None = None,
                       remote_user: str | None = None, connection: str | None = None) -> ConnParams:
-    """Resolve how to reach a host: -e > fleetops_* vars > ansible_* vars > ssh_config > defaults.
+    """Resolve how to reach a host from what is passed down: its `variables` (with the file:line
+    each came from, `origins`; `where` for the rest), ansible.cfg's `defaults`, the parsed
+    ssh_config files (`ssh_configs`, a cache by path): -e > fleetops_* vars > ansible_* vars >
+    ssh_config > defaults.
 
     As in Ansible, `-e ansible_host=...` (or port, user, key file) changes where fleetops
     connects, and a play's or task's `remote_user` (`connection`) applies only where no user
@@ -27,8 +32,7 @@ def connection_params(inventory, hostname: str, ssh_config_path: str | None = No
     `render` templates a templated value (the caller passes its Jinja2 renderer over
     `template_vars`); without it a templated connection variable is BadInput.
     """
-    variables = inventory.get_vars(hostname)
-    origins = inventory.var_origins(hostname)
+    variables, origins = dict(variables), dict(origins)
     for key, value in (extra_vars or {}).items():
         variables[key] = value
         origins[key] = "-e"
@@ -42,18 +46,18 @@ def connection_params(inventory, hostname: str, ssh_config_path: str | None = No
                 if render is None:
                     raise BadInput(f"host '{hostname}': connection variable '{n}' is a template "
                                    f"({value!r}) and nothing here can render it",
-                                   where=origins.get(n) or inventory.path)
+                                   where=origins.get(n) or where)
                 try:
                     value = render(value)
                 except TemplateError as exc:
                     raise BadInput(f"host '{hostname}': connection variable '{n}': {exc.msg} (inventory "
                                    "variables, -e, groups and ansible_playbook_python apply here)",
-                                   where=origins.get(n) or inventory.path) from None
+                                   where=origins.get(n) or where) from None
             return n, value
         return None, None
 
     def bad(name, msg):
-        return BadInput(f"host '{hostname}': variable '{name}' {msg}", where=origins.get(name) or inventory.path)
+        return BadInput(f"host '{hostname}': variable '{name}' {msg}", where=origins.get(name) or where)
 
     def as_str(name, value):
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
@@ -62,7 +66,7 @@ def connection_params(inventory, hostname: str, ssh_config_path: str | None = No
 
     host_var, host_value = pick("fleetops_host", "ansible_host", "ansible_ssh_host")
     lookup_key = as_str(host_var, host_value) if host_var else hostname
-    ssh = _sshconfig.lookup(lookup_key, ssh_config_path, cache=inventory.ssh_configs)
+    ssh = _sshconfig.lookup(lookup_key, ssh_config_path, cache=ssh_configs)
 
     port_var, port_value = pick("fleetops_port", "ansible_port", "ansible_ssh_port")
     if port_var:
@@ -74,12 +78,12 @@ def connection_params(inventory, hostname: str, ssh_config_path: str | None = No
 
     user_var, user_value = pick("fleetops_user", "ansible_user", "ansible_ssh_user")
     user = as_str(user_var, user_value) if user_var else (
-        remote_user or inventory.conn_defaults.get("remote_user") or ssh.user)
+        remote_user or defaults.remote_user or ssh.user)
 
     key_var, key_value = pick("fleetops_ssh_private_key_file", "fleetops_private_key_file",
                               "ansible_ssh_private_key_file", "ansible_private_key_file")
     key_file = os.path.expanduser(as_str(key_var, key_value)) if key_var else (
-        inventory.conn_defaults.get("private_key_file") or ssh.identity_file)
+        defaults.private_key_file or ssh.identity_file)
 
     py_var, py_value = pick("fleetops_python_interpreter", "ansible_python_interpreter")
     become_var, become_value = pick("fleetops_become_user", "ansible_become_user")
@@ -97,13 +101,13 @@ def connection_params(inventory, hostname: str, ssh_config_path: str | None = No
         proxy_jump=as_str(jump_var, jump_value) if jump_var else ssh.proxy_jump,
         known_hosts=os.path.expanduser(as_str(kh_var, kh_value)) if kh_var else None,
     )
-    if inventory.conn_defaults.get("timeout"):
-        params.connect_timeout = float(inventory.conn_defaults["timeout"])
-    sources = list(inventory.conn_defaults.get("ssh_args") or [])        # ansible.cfg [ssh_connection]
+    if defaults.timeout:
+        params.connect_timeout = float(defaults.timeout)
+    sources = list(defaults.ssh_args)        # ansible.cfg [ssh_connection]
     for var in ("ansible_ssh_common_args", "ansible_ssh_extra_args"):
         name, value = pick(var)
         if name:
-            sources.append((as_str(name, value), origins.get(name) or inventory.path))
+            sources.append((as_str(name, value), origins.get(name) or where))
     if sources:
         keep = {f for f, var in (("port", port_var), ("user", user_var), ("key_file", key_var),
                                  ("proxy_jump", jump_var), ("known_hosts", kh_var)) if var}
@@ -119,7 +123,7 @@ def connection_params(inventory, hostname: str, ssh_config_path: str | None = No
         params.connection = connection
     bvar, bvalue = pick("fleetops_become", "ansible_become")
     if bvar:
-        flag = _bool(bvalue)
+        flag = parse_bool(bvalue)
         if flag is None:
             raise bad(bvar, f"must be true or false, got {bvalue!r}")
         params.become = flag
@@ -133,20 +137,6 @@ def connection_params(inventory, hostname: str, ssh_config_path: str | None = No
             setattr(params, attr, seconds)
     return params
 
-
-def _bool(value):
-    """true/false as YAML, INI and -e spell them (true, yes, on, 1 / false, no, off, 0); else None."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str):
-        v = value.strip().lower()
-        if v in ("true", "yes", "on", "1"):
-            return True
-        if v in ("false", "no", "off", "0"):
-            return False
-    return None
 
 
 def _int_port(value):

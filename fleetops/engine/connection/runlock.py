@@ -35,7 +35,7 @@ import shlex
 import socket
 import time
 
-from fleetops.engine.connection.transport import CommandResult
+from fleetops.engine.connection.transport import CommandResult, Transport
 from fleetops.engine.payload import DEFAULT_PYTHONS
 from fleetops.errors import EXIT_HOST_FAILED, FleetopsError, Unreachable
 
@@ -69,6 +69,23 @@ PY_LOCK = (
 )
 
 
+# the login account's processes, each whole argv (-ww: never cut to a terminal's width)
+PS_HOLDERS = 'ps -ww -u "$(id -u)" -o args= 2>/dev/null'
+
+
+def holder_in_args(line: str) -> dict:
+    """The holder's record in one `ps -o args=` line (its argv: `... fleetops-run-lock {json}`);
+    {} when the line is not a holder's or its record does not read."""
+    at = line.find(TAG + " {")
+    if at < 0:
+        return {}
+    try:
+        record = json.loads(line[at + len(TAG) + 1:].strip())
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
 def holder_record(run_id: str) -> dict:
     try:
         user = getpass.getuser()
@@ -83,9 +100,9 @@ def _lock_script(record: dict, held: str, without_flock: str) -> str:
     becomes the holder; `without_flock` is what a host without flock(1) does instead (it may set
     rc to 1, busy). A busy lock is reported with its holder."""
     rec = shlex.quote(json.dumps(record, separators=(",", ":")))
-    # The holder's own argv carries its record, so a refused run can name it without any file.
-    find_holder = (f"ps -u \"$(id -u)\" -o args= 2>/dev/null | grep -F '{TAG} {{' | grep -v grep "
-                   f"| head -n 1 | sed 's/.*{TAG} //'")
+    # The holder's own argv carries its record, so a refused run can name it without any file
+    # (its ps line is read back by holder_in_args).
+    find_holder = f"{PS_HOLDERS} | grep -F '{TAG} {{' | grep -v grep | head -n 1"
     # The shell opens the home directory on fd 9 and flock(1) locks that open file (then exits);
     # the shell becomes `cat`, which inherits fd 9 and so the lock, and reads stdin until the
     # connection's channel closes. One short-lived child instead of three: this runs once per
@@ -179,14 +196,6 @@ class RunLock:
             pass
 
 
-def _record(text: str) -> dict:
-    try:
-        record = json.loads(text) if text else {}
-    except ValueError:
-        return {}
-    return record if isinstance(record, dict) else {}
-
-
 def describe(record: dict) -> str:
     parts = [f"run {record.get('run_id', '?')}"]
     if record.get("controller"):
@@ -196,16 +205,15 @@ def describe(record: dict) -> str:
     return ", ".join(parts)
 
 
-def acquire(transport, run_id: str, timeout: float | None = None) -> RunLock | None:
+def acquire(transport: Transport, run_id: str, timeout: float | None = None) -> RunLock | None:
     """Take the host's run lock through `transport`; RunLock, or None when there is none to take
     (a transport without long-lived channels, no flock on the host, same run). Raises HostBusy."""
-    start = getattr(transport, "start", None)
-    if start is None:
-        return None                       # the controller itself (local): nothing to serialise
     params = transport.params
     if timeout is None:
         timeout = float(params.command_timeout or 60)
-    chan = start(lock_command(holder_record(run_id)))
+    chan = transport.start(lock_command(holder_record(run_id)))
+    if chan is None:
+        return None                       # the controller itself (local): nothing to serialise
     marker, rest = _read_marker(chan, timeout)
     if marker == HELD:
         return RunLock(chan)
@@ -215,7 +223,7 @@ def acquire(transport, run_id: str, timeout: float | None = None) -> RunLock | N
         pass
     name = params.name or "host"
     if marker == BUSY:
-        record = _record(rest)
+        record = holder_in_args(rest)
         if record.get("run_id") == run_id:
             return None                   # another inventory name for the same account, this run
         who = f" ({describe(record)})" if record else ""
@@ -239,7 +247,7 @@ def _marker_line(stdout: bytes) -> tuple[str | None, str, int]:
     return None, "", len(stdout)
 
 
-def acquire_running(transport, run_id: str, command: str, line: bytes, timeout: float | None,
+def acquire_running(transport: Transport, run_id: str, command: str, line: bytes, timeout: float | None,
                     max_output: int | None = None) -> tuple[RunLock | None, CommandResult | None]:
     """Take the host's run lock and run the payload `command` (stdin: `line`) on the lock's
     channel: (the held lock, the payload's result). (None, None): no lock to hold here (another
@@ -248,6 +256,8 @@ def acquire_running(transport, run_id: str, command: str, line: bytes, timeout: 
     its channel dropped, so the lock went with it; the caller takes it again before the next
     command. Raises HostBusy as acquire() does."""
     chan = transport.start(lock_and_run_command(holder_record(run_id), command))
+    if chan is None:
+        return None, None                 # the controller itself (local): nothing to serialise
     res = transport.collect_held(chan, line, timeout, max_output)
     marker, rest, after = _marker_line(res.stdout)
     name = transport.params.name or "host"
@@ -273,7 +283,7 @@ def acquire_running(transport, run_id: str, command: str, line: bytes, timeout: 
     if marker == NO_FLOCK:
         return acquire(transport, run_id), None
     if marker == BUSY:
-        record = _record(rest)
+        record = holder_in_args(rest)
         if record.get("run_id") == run_id:
             return None, None             # another inventory name for the same account, this run
         who = f" ({describe(record)})" if record else ""

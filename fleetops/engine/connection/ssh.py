@@ -16,7 +16,7 @@ import select
 import socket
 import threading
 import time
-from typing import Callable, cast
+from typing import cast
 
 import paramiko
 from paramiko.common import cMSG_CHANNEL_REQUEST
@@ -25,7 +25,7 @@ from paramiko.message import Message
 from fleetops.engine.connection.hostkeys import known_hosts_name, read_known_hosts, verify_host_key
 from fleetops.engine.connection.keys import DEFAULT_KEYS, load_private_key, open_agent
 from fleetops.engine.connection.output import MAX_STREAM, READ_CHUNK, Capped, truncation_note
-from fleetops.engine.connection.transport import CommandResult, ConnParams, Transport
+from fleetops.engine.connection.transport import Channel, CommandResult, ConnParams, Transport
 from fleetops.errors import Unreachable
 
 # paramiko logs handshake failures with tracebacks; without a handler Python's
@@ -88,9 +88,6 @@ class SSHTransport(Transport):
         self._jump: SSHTransport | None = None
         self._agent = None       # kept open while the connection may need agent signatures
         self._lock = threading.RLock()
-        # set by the run (engine/hostpool.py): called once, before the first command, to take the
-        # host's run lock; given a payload's command and stdin line it may run it on the lock's channel
-        self.first_command_hook: Callable | None = None
         self.host_key_name = known_hosts_name(params.address, params.port)
 
     # ---- connection ------------------------------------------------------
@@ -283,21 +280,8 @@ class SSHTransport(Transport):
             raise self._lost("not connected")
         return self._t
 
-    def _before_first(self, command: str | None = None, line: bytes | None = None, timeout: float | None = None,
-                      max_output: int | None = None) -> CommandResult | None:
-        hook, self.first_command_hook = self.first_command_hook, None
-        return hook(command, line, timeout, max_output) if hook is not None else None
-
-    def run_payload(self, command: str, line: bytes, timeout: float | None = None,
-                    max_output: int | None = None) -> CommandResult:
-        if timeout is None:
-            timeout = self.params.command_timeout
-        res = self._before_first(command, line, timeout, max_output)
-        return res if res is not None else self.run(command, stdin=line, timeout=timeout, max_output=max_output)
-
     def run(self, command: str, stdin: bytes | None = None, timeout: float | None = None,
             max_output: int | None = None) -> CommandResult:
-        self._before_first()
         with self._lock:
             t = self._active()
             if timeout is None:
@@ -312,7 +296,7 @@ class SSHTransport(Transport):
             finally:
                 chan.close()
 
-    def start(self, command: str):
+    def start(self, command: str) -> Channel:
         """Start a long-lived command on its own channel and return the paramiko Channel.
 
         The caller reads it and closes it (engine/connection/runlock.py holds the host's run lock this
@@ -327,7 +311,7 @@ class SSHTransport(Transport):
                 raise self._lost(e) from e
             return chan
 
-    def collect_held(self, chan, line: bytes, timeout: float | None, max_output: int | None = None) -> CommandResult:
+    def collect_held(self, chan: Channel, line: bytes, timeout: float | None, max_output: int | None = None) -> CommandResult:
         """Feed `line` to a channel from start() without closing its stdin, and collect its output
         until the command closes its stdout and stderr (it may live on, holding stdin); rc is -1,
         the caller reads the status from the output. A timeout signals and closes the channel."""
@@ -409,7 +393,6 @@ class SSHTransport(Transport):
             pass
 
     def get_file(self, remote_path: str, local_path: str) -> None:
-        self._before_first()
         with self._lock:
             t = self._active()
             tmp = f"{local_path}.part"

@@ -7,6 +7,16 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class Channel(Protocol):
+    """A command's channel as start() returns it (a paramiko Channel): read, written, closed."""
+
+    def recv(self, n: int) -> bytes: ...
+    def settimeout(self, timeout: float | None) -> None: ...
+    def shutdown_write(self) -> None: ...
+    def close(self) -> None: ...
 
 
 @dataclass
@@ -56,6 +66,16 @@ class ConnParams:
     extra: dict = field(default_factory=dict)   # proxy_command, identities_only (sshargs.py)
 
 
+@dataclass
+class ConnDefaults:
+    """ansible.cfg's connection settings, below every host variable."""
+
+    remote_user: str | None = None
+    timeout: float | None = None
+    private_key_file: str | None = None
+    ssh_args: list = field(default_factory=list)   # [(text, where)]: [ssh_connection] ssh_args first
+
+
 class Transport(abc.ABC):
     """One open connection to one host, reused by every task of a run.
 
@@ -84,6 +104,18 @@ class Transport(abc.ABC):
         """Run a payload's command line whose whole stdin is `line`, one line it reads first. A
         transport may carry it on a channel it opens anyway (SSH: the run lock's)."""
         return self.run(command, stdin=line, timeout=timeout, max_output=max_output)
+
+    def start(self, command: str) -> Channel | None:
+        """Start a long-lived command on a channel of its own and return it, its stdin left open
+        until the caller closes it (the host's run lock, engine/connection/runlock.py); None: this
+        transport has no such channels (the controller itself), so there is no lock to hold."""
+        return None
+
+    def collect_held(self, chan: Channel, line: bytes, timeout: float | None,
+                     max_output: int | None = None) -> CommandResult:
+        """Feed `line` to a channel from start() without closing its stdin; collect its output
+        until the command closes stdout and stderr (rc -1: the caller reads the status from it)."""
+        raise NotImplementedError(f"{type(self).__name__} starts no channels")
 
     @abc.abstractmethod
     def get_file(self, remote_path: str, local_path: str) -> None:

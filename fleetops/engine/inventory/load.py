@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 
+from fleetops.engine.connection.transport import ConnDefaults
 from fleetops.engine.inventory.builder import Builder
 from fleetops.engine.inventory.ini_format import parse_ini
 from fleetops.engine.inventory.model import Inventory
@@ -73,9 +74,10 @@ def inventory_files(directory: str) -> list:
     return found
 
 
-def load_inventory(path: str) -> Inventory:
+def load_inventory(path: str, conn_defaults: ConnDefaults | None = None) -> Inventory:
     """Load an inventory file (YAML or INI), or every inventory file of a directory, and the
-    group_vars/, host_vars/ beside the file (or inside the directory)."""
+    group_vars/, host_vars/ beside the file (or inside the directory); `conn_defaults`
+    (ansible.cfg's) sit below every host variable."""
     path = os.fspath(path)
     b = Builder(path)
     if os.path.isdir(path):
@@ -92,5 +94,7 @@ def load_inventory(path: str) -> Inventory:
             parse_ini(b, text, f)
     inv = b.finish()
     inv.vars_base = base
+    if conn_defaults is not None:
+        inv.conn_defaults = conn_defaults
     load_vars_dirs(inv, base)
     return inv

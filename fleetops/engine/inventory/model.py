@@ -12,7 +12,7 @@ import sys
 
 from fleetops.engine import patterns as _patterns
 from fleetops.engine.connection import hostvars as _hostvars
-from fleetops.engine.connection.transport import ConnParams
+from fleetops.engine.connection.transport import ConnDefaults, ConnParams
 from fleetops.engine.inventory.vars_dirs import find_vars_files, read_vars_file
 from fleetops.errors import BadInput
 
@@ -75,7 +75,7 @@ class Inventory:
         self.all_own_hosts: list[str] = []   # hosts listed directly under `all`
         self.implicit: dict[str, Host] = {}  # the implicit localhost, once a pattern asked for it
         # ansible.cfg's remote_user / private_key_file / timeout: below every host variable
-        self.conn_defaults: dict = {}
+        self.conn_defaults = ConnDefaults()
         self.ssh_configs: dict = {}       # parsed ~/.ssh/config files, by path (connection/hostvars.py)
         self.vars_base: str | None = None    # where group_vars/ and host_vars/ are read from
         self._groups_map: dict | None = None  # groups_map(), until a group changes
@@ -229,8 +229,11 @@ class Inventory:
                           extra_vars: dict | None = None, remote_user: str | None = None,
                           connection: str | None = None) -> ConnParams:
         """How to reach a host: engine/connection/hostvars.py resolves it from its variables."""
-        return _hostvars.connection_params(self, hostname, ssh_config_path, render, extra_vars, remote_user,
-                                           connection)
+        return _hostvars.connection_params(hostname, self.get_vars(hostname), self.var_origins(hostname),
+                                           where=self.path, defaults=self.conn_defaults,
+                                           ssh_configs=self.ssh_configs, ssh_config_path=ssh_config_path,
+                                           render=render, extra_vars=extra_vars, remote_user=remote_user,
+                                           connection=connection)
 
 
 def short_name(hostname: str) -> str:

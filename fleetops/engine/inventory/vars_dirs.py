@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+from typing import cast
 
 from fleetops.engine import varsfile as _varsfile
-from fleetops.engine.yamlsrc import plain
+from fleetops.engine.yamlsrc import Mapping, plain
 
 VARS_EXTENSIONS = (".yml", ".yaml", ".json")
 
@@ -39,7 +40,7 @@ def _dir_vars_files(directory: str) -> list:
 def read_vars_file(path: str):
     """One group_vars/host_vars file -> (plain vars, where-by-key); names are not checked."""
     data = _varsfile.load_vars_file(path, check_names=False)
-    return plain(data), {k: data.key_where(k) for k in data}
+    return plain(data), {k: cast(Mapping, data).key_where(k) for k in data}
 
 
 def load_vars_dirs(inv, base: str) -> None:

@@ -5,6 +5,8 @@ dropped host is worse than one error line for a fleet repair tool.
 """
 from __future__ import annotations
 
+from typing import cast
+
 from fleetops.engine.inventory.builder import Builder
 from fleetops.engine.inventory.hostnames import expand_host_range, split_host_port
 from fleetops.engine.yamlsrc import Mapping, load_yaml_text, yaml_kind
@@ -20,6 +22,7 @@ def parse_yaml(b: Builder, text: str, path: str) -> None:
     if not isinstance(data, dict):
         raise BadInput(f"a YAML inventory must be a mapping of groups (such as 'all:'), got {yaml_kind(data)}",
                        where=getattr(data, "where", None) or path)
+    data = cast(Mapping, data)      # the loader's mappings know where their keys are
     if isinstance(data.get("plugin"), str):
         raise BadInput(f"inventory plugin configuration (plugin: {data['plugin']}) is not supported: "
                        "fleetops reads INI and YAML inventories", where=data.key_where("plugin"))
@@ -54,6 +57,7 @@ def _yaml_group(b: Builder, name, data, where) -> str:
     if not isinstance(data, dict):
         raise BadInput(f"group '{name}' must be a mapping with hosts, children or vars, got {yaml_kind(data)}",
                        where=where)
+    data = cast(Mapping, data)
     for key in data:
         if key not in GROUP_KEYS:
             raise BadInput(f"unknown key '{key}' in group '{name}' (expected hosts, children or vars)",

@@ -2,6 +2,7 @@
 then checked against the module's declared `args`."""
 from __future__ import annotations
 
+from fleetops.engine.boolean import parse_bool
 from fleetops.engine.playbook.checks import IDENT, close, is_template, kind
 from fleetops.engine.playbook.keywords import BUILTIN_PREFIXES
 from fleetops.engine.playbook.model import Task
@@ -21,7 +22,7 @@ def resolve_module(name, modules: dict) -> str | None:
     return None
 
 
-def _split_kv(text: str, where: str) -> list[str]:
+def _split_kv(text: str, where: str | None) -> list[str]:
     """Split `a=1 b="x y" c={{ v }}` on spaces outside quotes and Jinja2 braces."""
     tokens, cur, quote, depth, i = [], [], None, 0, 0
     while i < len(text):
@@ -58,7 +59,7 @@ def _split_kv(text: str, where: str) -> list[str]:
     return tokens
 
 
-def _parse_kv(text: str, where: str) -> dict:
+def _parse_kv(text: str, where: str | None) -> dict:
     out = {}
     for tok in _split_kv(text, where):
         key, eq, value = tok.partition("=")
@@ -77,8 +78,8 @@ def _coerce_kv(value: str, spec_type):
     types_ = spec_type if isinstance(spec_type, tuple) else (spec_type,)
     if str in types_ or is_template(value):
         return value
-    if bool in types_ and value.lower() in ("true", "yes", "on", "false", "no", "off"):
-        return value.lower() in ("true", "yes", "on")
+    if bool in types_ and parse_bool(value) is not None:
+        return parse_bool(value)
     for t in (int, float):
         if t in types_:
             try:
@@ -88,7 +89,7 @@ def _coerce_kv(value: str, spec_type):
     return value
 
 
-def module_args(m: Mapping, key: str, mod_name: str, mod_cls, where_key: str) -> Mapping:
+def module_args(m: Mapping, key: str, mod_name: str | None, mod_cls, where_key: str | None) -> Mapping:
     """Build the task's args (free form -> cmd, k=v strings, the `args:` key merged)."""
     value = m[key]
     args = Mapping()

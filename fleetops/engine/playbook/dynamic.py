@@ -34,7 +34,7 @@ class DynamicInclude:
     public: bool = False
     inherit: Any = None                          # Inherit for the included tasks
     handler: bool = False
-    where: str = ""
+    where: str | None = ""
     candidates: list = field(default_factory=list, repr=False)   # tasks a templated name could give
 
     @property
@@ -42,7 +42,7 @@ class DynamicInclude:
         return is_template(self.name) or any(is_template(v) for v in self.froms.values())
 
 
-def read_included(kind: str, name: str, froms: dict, inh: Inherit, handler: bool, where: str,
+def read_included(kind: str, name: str, froms: dict, inh: Inherit, handler: bool, where: str | None,
                   public: bool = False) -> list:
     """The tasks one include names, read with the includer's keywords."""
     if kind in ("include_tasks", "import_tasks"):

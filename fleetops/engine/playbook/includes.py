@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from fleetops.engine.boolean import parse_bool
 from fleetops.engine.playbook.args import _split_kv
 from fleetops.engine.playbook.checks import IDENT, is_template, kind
 from fleetops.engine.playbook.keywords import Inherit
@@ -11,10 +12,7 @@ from fleetops.engine.yamlsrc import Mapping, Sequence, load_yaml
 from fleetops.errors import BadInput
 
 
-_BOOL_WORDS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
-
-
-def static_name(value, what: str, where: str) -> str:
+def static_name(value, what: str, where: str | None) -> str:
     if not isinstance(value, str) or not value.strip():
         raise BadInput(f"{what} must be a name, not {kind(value)}", where=where)
     if is_template(value):
@@ -23,7 +21,7 @@ def static_name(value, what: str, where: str) -> str:
     return value.strip()
 
 
-def import_name(value, what: str, where: str, inh: Inherit) -> str:
+def import_name(value, what: str, where: str | None, inh: Inherit) -> str:
     """An import's file or role name; a template of play variables (and vars given to
     import_playbook) is rendered now, as ansible-core does; a host variable cannot apply, since
     an import is read before the run (it is an error in ansible-core too)."""
@@ -75,10 +73,8 @@ def _free_form(text: str, free: str, key: str, where: str) -> dict:
             continue
         if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
             v = v[1:-1]
-        if k in ("public", "allow_duplicates") and v.lower() in _BOOL_WORDS:
-            out[k] = _BOOL_WORDS[v.lower()]
-        else:
-            out[k] = v
+        flag = parse_bool(v) if k in ("public", "allow_duplicates") else None
+        out[k] = v if flag is None else flag
     if raw and free == "name":
         raise BadInput(f"'name' is a required field for {key} (write {key}: name={' '.join(raw)}, or a mapping)"
                        if "name" not in out else f"unknown argument {' '.join(raw)!r} for {key}", where=where)
@@ -87,7 +83,7 @@ def _free_form(text: str, free: str, key: str, where: str) -> dict:
     return out
 
 
-def find_task_file(name: str, inh: Inherit, where: str) -> str:
+def find_task_file(name: str, inh: Inherit, where: str | None) -> str:
     """As ansible-core: beside the including file, in the role's tasks/, then the playbook's directory."""
     name = os.path.expanduser(name)
     bases = [inh.base_dir] + ([os.path.join(inh.role_path, "tasks"), inh.role_path] if inh.role_path else [])
@@ -99,7 +95,7 @@ def find_task_file(name: str, inh: Inherit, where: str) -> str:
     raise BadInput(f"task file not found: {name} (looked in {', '.join(dict.fromkeys(bases))})", where=where)
 
 
-def read_task_file(path: str, inh: Inherit, handler: bool, where: str) -> list:
+def read_task_file(path: str, inh: Inherit, handler: bool, where: str | None) -> list:
     """The tasks of one task file, read with the includer's keywords."""
     if path in inh.files:
         raise BadInput(f"{os.path.basename(path)} includes itself (through {' -> '.join(map(os.path.basename, inh.files))})",

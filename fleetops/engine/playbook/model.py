@@ -18,7 +18,7 @@ LOCALHOST = ("localhost", "127.0.0.1")
 class Task:
     """One task, block (module None, `block` set) or handler (is_handler True)."""
 
-    where: str
+    where: str | None
     name: str | None = None
     module: str | None = None
     args: dict = field(default_factory=dict)      # unrendered; a Mapping with key_where()
@@ -63,7 +63,7 @@ class Task:
     positions: dict = field(default_factory=dict, repr=False)   # key -> file:line:col
     own: dict = field(default_factory=dict, repr=False)         # own 'when'/'vars' before inheritance
 
-    def key_where(self, key: str) -> str:
+    def key_where(self, key: str | None) -> str | None:
         """file:line:col of one of this task's keys (the task's own position if absent)."""
         return self.positions.get(key, self.where)
 
@@ -79,7 +79,7 @@ class Task:
 
 @dataclass
 class Play:
-    where: str
+    where: str | None
     name: str | None = None
     hosts: str = ""
     hosts_written: list = field(default_factory=list)   # `hosts:` as a list of patterns, as written
@@ -109,7 +109,7 @@ class Play:
     base_dir: str | None = None                     # the directory of the playbook file the play is in
     prompts: list = field(default_factory=list)     # vars_prompt names with no default: (name, where), -e must give them
 
-    def key_where(self, key: str) -> str:
+    def key_where(self, key: str | None) -> str | None:
         return self.positions.get(key, self.where)
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from typing import cast
 
+from fleetops.engine.boolean import parse_bool
 from fleetops.engine.playbook.checks import (IDENT, is_template, kind, want_bool, want_bool_or_template,
                                              want_conditions, want_environment, want_str, want_str_list, want_vars)
 from fleetops.engine.playbook.keywords import (BUILTIN_PREFIXES, ORDERS, PLAY_BOOL_KEYS, PLAY_KEYS, STRATEGIES,
@@ -44,10 +46,10 @@ def _serial(m: Mapping) -> list:
                          m.value_where("serial"))
 
 
-def _serial_items(raw, where_of, where_all: str) -> list:
+def _serial_items(raw, where_of, where_all: str | None) -> list:
     """serial as a checked list; where_of(i) locates item i in errors, where_all the whole value."""
     items = raw if isinstance(raw, list) else [raw]
-    out = []
+    out: list = []
     for i, item in enumerate(items):
         where = where_of(i)
         if isinstance(item, str) and item.strip().isdigit():
@@ -70,7 +72,7 @@ def _serial_items(raw, where_of, where_all: str) -> list:
     return out
 
 
-def _max_fail(mfp, where: str) -> float:
+def _max_fail(mfp, where: str | None) -> float:
     if isinstance(mfp, str):
         try:
             mfp = float(mfp.strip().rstrip("%"))
@@ -92,9 +94,7 @@ def set_limit(play: Play, key: str, rendered) -> None:
             raise BadInput(f"'{key}' must render to one of {', '.join(choices)}, not {rendered!r}", where=where)
         setattr(play, key, rendered)
     elif key in PLAY_BOOL_KEYS:
-        flag = rendered if isinstance(rendered, bool) else {
-            "true": True, "yes": True, "on": True, "1": True,
-            "false": False, "no": False, "off": False, "0": False, "": False}.get(str(rendered).strip().lower())
+        flag = False if rendered == "" else parse_bool(rendered)
         if flag is None:
             raise BadInput(f"'{key}' must render to true or false, not {rendered!r}", where=where)
         setattr(play, key, flag)
@@ -125,7 +125,8 @@ def build_play(m, base_dir: str, modules: dict, index: int, path: str, roles_pat
     if isinstance(hosts, list):
         for i, h in enumerate(hosts):
             if not isinstance(h, str) or not h.strip():
-                raise BadInput(f"'hosts' items must be host patterns, not {kind(h)}", where=hosts.item_where(i))
+                raise BadInput(f"'hosts' items must be host patterns, not {kind(h)}",
+                               where=cast(Sequence, hosts).item_where(i))
         hosts = ":".join(h.strip() for h in hosts)
     if not isinstance(hosts, str) or not hosts.strip():
         raise BadInput(f"'hosts' must be a host pattern, not {kind(hosts)}", where=m.value_where("hosts"))
@@ -180,12 +181,12 @@ def build_play(m, base_dir: str, modules: dict, index: int, path: str, roles_pat
     play.remote_user = want_str(m, "remote_user")
     play.connection = want_connection(m)
     play.environment = want_environment(m)
-    for key, choices, default in (("strategy", STRATEGIES, "linear"), ("order", ORDERS, "inventory")):
-        if is_template(m.get(key)):
-            play.limit_templates[key] = (str(m[key]), m.value_where(key))
-            setattr(play, key, default)
+    for word, allowed, fallback in (("strategy", STRATEGIES, "linear"), ("order", ORDERS, "inventory")):
+        if is_template(m.get(word)):
+            play.limit_templates[word] = (str(m[word]), m.value_where(word))
+            setattr(play, word, fallback)
         else:
-            setattr(play, key, _want_choice(m, key, choices, default))
+            setattr(play, word, _want_choice(m, word, allowed, fallback))
     ctx = Load(modules=modules, playbook_dir=base_dir, build_task=build_task, roles_path=tuple(roles_path),
                play_vars=dict(play.vars))
     play.base_dir = base_dir
@@ -256,7 +257,7 @@ def _want_choice(m: Mapping, key, choices, default):
     return v
 
 
-def _flush(where: str) -> Task:
+def _flush(where: str | None) -> Task:
     """The implicit `meta: flush_handlers` ansible-core runs between a play's sections."""
     args = Mapping({"cmd": "flush_handlers"})
     args.where = where

@@ -3,6 +3,7 @@ where ansible-core finds them, with their dependencies, defaults, vars and param
 from __future__ import annotations
 
 import os
+from typing import cast
 
 from fleetops.engine.playbook.checks import check_var_names, kind
 from fleetops.engine.playbook.includes import read_task_file, static_name
@@ -16,7 +17,7 @@ from fleetops.errors import BadInput
 DEFAULT_ROLES_PATH = ("~/.ansible/roles", "/usr/share/ansible/roles", "/etc/ansible/roles")
 
 
-def _find_role(name: str, inh: Inherit, where: str) -> str:
+def _find_role(name: str, inh: Inherit, where: str | None) -> str:
     if name.count(".") >= 2 and "/" not in name:
         raise BadInput(f"role {name!r} is in a collection: collections are not supported (put the role "
                        "in roles/ beside the playbook)", where=where)
@@ -45,7 +46,7 @@ def _role_file(role_path: str, sub: str, name: str, where: str = "") -> str | No
     return None
 
 
-def _role_vars_file(role_path: str, sub: str, name: str, where: str, required: bool) -> dict:
+def _role_vars_file(role_path: str, sub: str, name: str, where: str | None, required: bool) -> dict:
     path = _role_file(role_path, sub, name, where)
     if path is None:
         if required:
@@ -54,7 +55,7 @@ def _role_vars_file(role_path: str, sub: str, name: str, where: str, required: b
     return load_vars_file(path, what=f"a role's {sub} file")
 
 
-def load_role(name: str, inh: Inherit, params: dict, where: str, froms: dict, once: bool = True,
+def load_role(name: str, inh: Inherit, params: dict, where: str | None, froms: dict, once: bool = True,
           entry_vars: dict | None = None, parent: str | None = None, export: bool = True) -> list:
     """A role's tasks (its meta dependencies first), with its defaults, vars and params; its handlers
     join the play's. As ansible-core, a role listed twice with the same params runs once (`roles:`),
@@ -99,7 +100,7 @@ def load_role(name: str, inh: Inherit, params: dict, where: str, froms: dict, on
     return out
 
 
-def role_entry(entry, inh: Inherit, where: str, parent: str | None = None) -> list:
+def role_entry(entry, inh: Inherit, where: str | None, parent: str | None = None) -> list:
     """One `roles:` (or meta `dependencies:`) item: a name, or a mapping of role, keywords and params."""
     if isinstance(entry, str):
         return load_role(static_name(entry, "role name", where), inh, {}, where, {}, parent=parent)
@@ -121,5 +122,5 @@ def play_roles(m: Mapping, inh: Inherit) -> list:
         raise BadInput(f"'roles' must be a list of roles, not {kind(raw)}", where=m.value_where("roles"))
     out: list = []
     for i, entry in enumerate(raw):
-        out += role_entry(entry, inh, raw.item_where(i))
+        out += role_entry(entry, inh, cast(Sequence, raw).item_where(i))
     return out

@@ -3,6 +3,7 @@ keywords and the module, the `action:` forms, loops and conditions."""
 from __future__ import annotations
 
 import difflib
+from typing import Any, cast
 
 from fleetops.engine.playbook.args import check_args, module_args, resolve_module
 from fleetops.engine.playbook.checks import (close, is_template, kind, want_bool, want_conditions,
@@ -13,7 +14,7 @@ from fleetops.engine.playbook.keywords import (ASYNC_MODULES, BLOCK_KEYS, DEFAUL
                                                ROLE_FROM_KEYS, TASK_KEYS, Inherit, include_kind,
                                                inherit_keywords, unknown_keys)
 from fleetops.engine.playbook.model import Task
-from fleetops.engine.yamlsrc import Mapping
+from fleetops.engine.yamlsrc import Mapping, Sequence
 from fleetops.errors import BadInput
 
 
@@ -28,7 +29,7 @@ def task_list(m: Mapping, key: str, modules: dict, inherited: Inherit, handler: 
     for i, item in enumerate(raw):
         if not isinstance(item, Mapping):
             raise BadInput(f"each entry of '{key}' must be a task (a mapping), not {kind(item)}",
-                           where=raw.item_where(i))
+                           where=cast(Sequence, raw).item_where(i))
         out.append(build_task(item, modules, inherited, handler))
     return out
 
@@ -44,7 +45,7 @@ def _action_form(m: Mapping, modules: dict) -> Mapping:
     value, vwhere = m[key], m.value_where(key)
     if isinstance(value, str):
         name, _, rest = value.strip().partition(" ")
-        args = rest.strip() or None
+        args: Any = rest.strip() or None
     elif isinstance(value, Mapping) and isinstance(value.get("module"), str):
         name = value["module"]
         args = Mapping({k: v for k, v in value.items() if k != "module"})
@@ -111,7 +112,7 @@ def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
         raise BadInput(f"using '{include_kind(inc_key)}' as a handler is not supported (nor in ansible-core): "
                        "notify a handler of the role, or an include_tasks of its tasks file", where=m.where)
     if is_block:
-        allowed = INCLUDE_TASK_KEYS + (inc_key,) if inc_key else BLOCK_KEYS
+        allowed: tuple = INCLUDE_TASK_KEYS + (inc_key,) if inc_key else BLOCK_KEYS
         if include_kind(inc_key) in DYNAMIC:
             allowed += LOOP_KEYS + ("register",) + (("listen",) if handler else ())
         what = f"an {include_kind(inc_key)}" if inc_key else "a block"
@@ -232,7 +233,7 @@ def include_block(m: Mapping, key: str, inh: Inherit, handler: bool, dynamic: bo
     """The tasks an include_tasks / import_tasks / include_role / import_role stands for; a
     DynamicInclude for an include_* that loops (`dynamic`) or whose name is a template: read per
     host when reached, its tasks inheriting `outer` (the include's keywords but its own `when`)."""
-    what = include_kind(key)
+    what = cast(str, include_kind(key))     # called for include keys only
     if what in ("include_tasks", "import_tasks"):
         args = include_args(m, key, "file")
         allowed = ("file", "_raw_params") + (("apply",) if what == "include_tasks" else ())
@@ -242,7 +243,7 @@ def include_block(m: Mapping, key: str, inh: Inherit, handler: bool, dynamic: bo
                                where=args.key_where(k))
         raw = args.get("_raw_params", args.get("file"))
         dynamic = what in DYNAMIC and dynamic
-        name = raw.strip() if dynamic and is_template(raw) else import_name(raw, f"{what} file", args.where, inh)
+        name = str(raw).strip() if dynamic and is_template(raw) else import_name(raw, f"{what} file", args.where, inh)
         base = outer if dynamic and outer is not None else inh
         if isinstance(args.get("apply"), Mapping):
             apply = args["apply"]

@@ -18,13 +18,17 @@ from fleetops.engine.templating.errors import TemplateError
 
 
 def _f_bool(value):
-    if isinstance(value, bool):
-        return value
-    if value is None:
+    """ansible-core's `bool` filter, its own word set (not the controller's rule in engine/boolean.py):
+    yes/on/true/1 and no/off/false/0 in any case, an int by its text; anything else true only if == 1."""
+    word = str(value).lower() if isinstance(value, (str, int)) else value
+    if word in ("yes", "on", "true", "1"):
+        return True
+    if word in ("no", "off", "false", "0"):
         return False
-    if isinstance(value, (int, float)):
-        return value == 1
-    return str(value).strip().lower() in ("yes", "on", "1", "true", "y")
+    try:
+        return bool(word == 1)
+    except TypeError:
+        return False
 
 
 def _f_to_json(value, **kw):

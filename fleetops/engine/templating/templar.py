@@ -16,6 +16,7 @@ from jinja2.parser import Parser
 from jinja2.sandbox import (UNSAFE_ASYNC_GENERATOR_ATTRIBUTES, UNSAFE_COROUTINE_ATTRIBUTES,
                             UNSAFE_GENERATOR_ATTRIBUTES, ImmutableSandboxedEnvironment)
 
+from fleetops.engine.boolean import parse_bool
 from fleetops.engine.templating.errors import TemplateError
 from fleetops.engine.templating.filters import FILTERS, LOOKUPS, TESTS
 from fleetops.engine.templating.unsafe import UnsafeText, mark_unsafe
@@ -49,8 +50,6 @@ class _Undefined(jinja2.StrictUndefined):
 _TEMPLATE_MARKERS = ("{{", "{%", "{#")
 _SINGLE_EXPR = re.compile(r"\A\{\{(.*)\}\}\Z", re.S)
 _UNDEFINED_NAME = re.compile(r"'([A-Za-z_][A-Za-z0-9_]*)' is undefined")
-_TRUE_STRINGS = {"true", "yes", "on", "1", "y"}
-_FALSE_STRINGS = {"false", "no", "off", "0", "n", ""}
 # Not resolved lazily: big, and built by the executor from already-final data.
 _NO_LAZY = {"hostvars", "groups", "group_names", "ansible_facts", "play_hosts",
             "ansible_play_hosts", "ansible_play_batch"}
@@ -278,10 +277,9 @@ class Templar:
         source = self._single_expr(text)
         if source is None and self.is_template(text):
             rendered = str(self._render_str(text, lazy)).strip().lower()
-            if rendered in _TRUE_STRINGS:
-                return True
-            if rendered in _FALSE_STRINGS:
-                return False
+            flag = False if rendered == "" else parse_bool(rendered)
+            if flag is not None:
+                return flag
             raise TemplateError(f"template error: condition {_one_line(expr, 80)!r} rendered to "
                                 f"{_one_line(rendered, 40)!r}, not a boolean; write it without {{{{ }}}}")
         try:

@@ -29,6 +29,7 @@ from fleetops.remote.hermes import paths as hermes_paths
 from fleetops.remote.hermes import steplib
 from fleetops.remote.hermes import swap_journal as sj
 from fleetops.remote.hermes.swap_journal import SwapError, journal_path
+from fleetops.remote.host.contract import result
 from fleetops.remote.host.durable import fsync_dir, fsync_file, sha256_file
 
 SIDECARS = steplib.SIDECARS
@@ -39,9 +40,8 @@ def pointer_path(loc):
 
 
 def _result(ok, msg, changed=False, **extra):
-    out = {"changed": bool(changed), "failed": not ok, "skipped": False, "msg": msg}
-    out.update(extra)
-    return out
+    """A step's result, told whether the step held (`ok`) rather than whether it failed."""
+    return result(changed, not ok, msg, **extra)
 
 
 def no_holders(loc, force=False):

@@ -13,11 +13,13 @@ import signal
 import subprocess
 import time
 
+from fleetops.remote.host.daemon import detach
+
 _JID = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,80}\Z")
 ASYNC_DIR = "~/.ansible_async"
 
 
-def job_path(jid: str) -> str:
+def job_path(jid: object) -> str:
     """The job's result file; a jid that could leave the directory is refused."""
     if not isinstance(jid, str) or not _JID.match(jid):
         raise ValueError(f"not a job id: {jid!r}")
@@ -37,7 +39,7 @@ def _text(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def _run_job(path: str, jid: str, line: str, stdin: bytes | None, time_limit: float, shown: str) -> None:
+def _run_job(path: str, jid: object, line: str, stdin: bytes | None, time_limit: float, shown: str) -> None:
     """In the detached process: run the line, kill its group at the limit, write the result."""
     started = time.time()
     proc = subprocess.Popen(["/bin/sh", "-c", line], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -56,27 +58,11 @@ def _run_job(path: str, jid: str, line: str, stdin: bytes | None, time_limit: fl
                      "start": started, "end": time.time(), "ansible_job_id": jid})
 
 
-def _detach() -> bool:
-    """Double fork: True in the detached grandchild (own session, no tie to the connection)."""
-    pid = os.fork()
-    if pid:
-        os.waitpid(pid, 0)
-        return False
-    os.setsid()
-    if os.fork():
-        os._exit(0)
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(devnull, fd)
-    os.closerange(3, 65536)      # the runner's own copy of the result channel included: it must end
-    return True
-
-
 def main(args: dict) -> dict:
     jid, line = args.get("jid"), args.get("cmd")
     try:
         path = job_path(jid)
-        time_limit = float(args.get("time_limit"))
+        time_limit = float(args.get("time_limit"))  # type: ignore[arg-type]  # None: the TypeError below
     except (TypeError, ValueError) as e:
         return {"failed": True, "changed": False, "msg": str(e)}
     if not isinstance(line, str) or not line:
@@ -86,7 +72,7 @@ def main(args: dict) -> dict:
     os.makedirs(directory, mode=0o700, exist_ok=True)
     os.chmod(directory, 0o700)
     write_job(path, {"started": True, "finished": False, "ansible_job_id": jid})
-    if _detach():
+    if detach():      # the runner's own copy of the result channel closed too: it must end
         try:
             _run_job(path, jid, line, stdin, time_limit, str(args.get("shown") or ""))
         except BaseException as e:  # noqa: BLE001 - the job's reader must learn why, whatever it was

@@ -15,6 +15,8 @@ import re
 import shutil
 import subprocess
 
+from fleetops.remote.host.contract import result
+
 MARKER_PREFIX = "# fleetops: "
 SPECIAL = ("reboot", "yearly", "annually", "monthly", "weekly", "daily", "hourly", "midnight")
 FIELDS = ("minute", "hour", "day", "month", "weekday")
@@ -26,17 +28,11 @@ class Fail(Exception):
     """Bad input or a crontab we cannot read/write: becomes {failed: true, msg}."""
 
 
-def _result(changed=False, failed=False, msg="", **extra):
-    out = {"changed": bool(changed), "failed": bool(failed), "skipped": False, "msg": msg}
-    out.update(extra)
-    return out
-
-
 def main(args):
     try:
         return manage(args or {})
     except Fail as exc:
-        return _result(failed=True, msg=str(exc))
+        return result(failed=True, msg=str(exc))
 
 
 def entry_line(args):
@@ -141,14 +137,14 @@ def manage(args):
     crontab = shutil.which("crontab")
     if crontab is None:
         if not present:
-            return _result(msg="no crontab command on this host: nothing to remove", entry=None)
+            return result(msg="no crontab command on this host: nothing to remove", entry=None)
         raise Fail("crontab command not found on this host (install the cron package)")
     before, existed = read_crontab(crontab)
     after = edit(before, name, line, present)
     if after.splitlines() == before.splitlines():
         after = before          # only a missing final newline differs: leave the file alone
     changed = after != before
-    out = _result(changed=changed, entry=line, marker=MARKER_PREFIX + name, state=state)
+    out = result(changed=changed, entry=line, marker=MARKER_PREFIX + name, state=state)
     if changed and not args.get("_check"):
         write_crontab(crontab, after)
     if args.get("_diff") and changed:

@@ -11,6 +11,8 @@ import os
 import re
 import subprocess
 
+from fleetops.remote.host.contract import result
+
 ENV = {"LC_ALL": "C", "LANG": "C"}
 # rpm's name for a package as dnf prints it: name-[epoch:]version-release.arch
 QF = "%{NAME}-%|EPOCH?{%{EPOCH}:}:{}|%{VERSION}-%{RELEASE}.%{ARCH}\\n"
@@ -31,10 +33,8 @@ def _run(argv):
 
 
 def _result(changed=False, failed=False, msg="", results=None, **extra):
-    out = {"changed": bool(changed), "failed": bool(failed), "skipped": False, "msg": msg,
-           "results": list(results or []), "rc": 1 if failed else 0}
-    out.update(extra)
-    return out
+    """The contract with ansible-core's dnf keys: `results` (what was done) and `rc`."""
+    return result(changed, failed, msg, results=list(results or []), rc=1 if failed else 0, **extra)
 
 
 def options(args):

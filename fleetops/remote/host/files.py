@@ -15,13 +15,14 @@ import stat
 import tempfile
 import time
 
+from fleetops.remote.host.contract import result
 from fleetops.remote.host.durable import fsync_dir
 
 try:  # not on every platform, and not needed when no owner/group is asked for
     import grp
     import pwd
 except ImportError:  # pragma: no cover
-    grp = pwd = None
+    grp = pwd = None  # type: ignore[assignment]
 
 DEFAULT_FILE_MODE = 0o600
 DEFAULT_DIR_MODE = 0o700
@@ -39,16 +40,10 @@ def run(args, step):
     try:
         return step(args, bool(args.get("_check")), bool(args.get("_diff")))
     except Fail as e:
-        return _result(failed=True, msg=str(e))
+        return result(failed=True, msg=str(e))
     except OSError as e:
         where = " (%s)" % e.filename if getattr(e, "filename", None) else ""
-        return _result(failed=True, msg="%s%s" % (e.strerror or e, where))
-
-
-def _result(changed=False, failed=False, msg="", **extra):
-    out = {"changed": bool(changed), "failed": bool(failed), "skipped": False, "msg": msg}
-    out.update(extra)
-    return out
+        return result(failed=True, msg="%s%s" % (e.strerror or e, where))
 
 
 def parse_mode(mode):
@@ -216,7 +211,7 @@ def copy(args, check, want_diff):
         pass
     if st is not None and args.get("force") is False:
         # force: false, as ansible-core: an existing dest is left exactly as it is (content and attributes)
-        return _result(changed=False, msg="", dest=dest)
+        return result(changed=False, msg="", dest=dest)
     if st is not None and not stat.S_ISREG(st.st_mode):
         raise Fail("%s exists and is not a regular file" % dest)
     old = None
@@ -259,7 +254,7 @@ def copy(args, check, want_diff):
         verb = "would update" if check else "updated"
     else:
         verb = "unchanged"
-    out = _result(changed=changed, msg="%s %s" % (verb, dest), dest=dest, checksum=new_sum,
+    out = result(changed=changed, msg="%s %s" % (verb, dest), dest=dest, checksum=new_sum,
                   size=len(content), mode="%04o" % final_mode)
     if backup_file:
         out["backup_file"] = backup_file
@@ -402,7 +397,7 @@ def file_state(args, check, want_diff):
         msg = "%s is now %s" % (path, want)
     else:
         msg = "%s already %s" % (path, want)
-    out = _result(changed=changed, msg=msg, path=path, state=want)
+    out = result(changed=changed, msg=msg, path=path, state=want)
     if want == "link":
         out.update(dest=path, src=os.path.expanduser(os.path.expandvars(str(args.get("src")))))
     if want_diff:
@@ -416,12 +411,12 @@ def slurp(args, check=False, want_diff=False):
     try:
         size = os.path.getsize(path)
     except FileNotFoundError:
-        return _result(failed=True, msg="file not found: %s" % path, missing=True)
+        return result(failed=True, msg="file not found: %s" % path, missing=True)
     if os.path.isdir(path):
         raise Fail("%s is a directory" % path)
     if size > MAX_SLURP_BYTES:
         raise Fail("%s is too large to fetch this way (%d bytes)" % (path, size))
     with open(path, "rb") as f:
         data = f.read()
-    return _result(msg="read %s" % path, src=path, content_b64=base64.b64encode(data).decode("ascii"),
+    return result(msg="read %s" % path, src=path, content_b64=base64.b64encode(data).decode("ascii"),
                    checksum=hashlib.sha256(data).hexdigest(), size=len(data))

@@ -15,7 +15,7 @@ try:
     import grp
     import pwd
 except ImportError:  # pragma: no cover
-    grp = pwd = None
+    grp = pwd = None  # type: ignore[assignment]
 
 ALGORITHMS = ("md5", "sha1", "sha224", "sha256", "sha384", "sha512")
 

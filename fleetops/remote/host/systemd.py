@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 
+from fleetops.remote.host.contract import result
 from fleetops.remote.host.systemd_user import user_env
 
 TIMEOUT = 300
@@ -22,12 +23,6 @@ KNOWN = ("enabled", "enabled-runtime", "linked", "linked-runtime", "masked", "ma
 
 class Fail(Exception):
     """Ends the task failed with this message (and what is known so far)."""
-
-
-def _result(changed=False, failed=False, msg="", **extra):
-    out = {"changed": bool(changed), "failed": bool(failed), "skipped": False, "msg": msg}
-    out.update(extra)
-    return out
 
 
 def parse_show(text):
@@ -81,23 +76,23 @@ def main(args):
     state = args.get("state")
     scope = args.get("scope") or "system"
     if state not in (None,) + STATES:
-        return _result(failed=True, msg="state must be one of %s, got %r" % (", ".join(STATES), state))
+        return result(failed=True, msg="state must be one of %s, got %r" % (", ".join(STATES), state))
     if scope not in SCOPES:
-        return _result(failed=True, msg="scope must be one of %s, got %r" % (", ".join(SCOPES), scope))
+        return result(failed=True, msg="scope must be one of %s, got %r" % (", ".join(SCOPES), scope))
     if name is None and (state or args.get("enabled") is not None or args.get("masked") is not None):
-        return _result(failed=True, msg="name is required with state, enabled or masked")
+        return result(failed=True, msg="name is required with state, enabled or masked")
     if name is not None and any(c in name for c in "*?["):
-        return _result(failed=True, msg="a unit name cannot be a glob pattern: %s" % name)
+        return result(failed=True, msg="a unit name cannot be a glob pattern: %s" % name)
     path = shutil.which("systemctl")
     if path is None:
-        return _result(failed=True, msg="no systemctl on this host: it is not managed by systemd")
+        return result(failed=True, msg="no systemctl on this host: it is not managed by systemd")
     ctl = Systemctl(path, scope, bool(args.get("no_block")), bool(args.get("force")))
     out = {"name": name, "status": {}}
     try:
         return _manage(ctl, args, out)
     except Fail as exc:
         # as ansible-core's: a failure carries its message only (the unit's state is not known)
-        return _result(failed=True, msg=str(exc))
+        return result(failed=True, msg=str(exc))
 
 
 def _manage(ctl, args, out):
@@ -117,7 +112,7 @@ def _manage(ctl, args, out):
         changed |= _enabled(ctl, name, args.get("enabled"), args.get("scope") or "system", check, found, out, done)
         changed |= _state(ctl, name, args.get("state"), check, found, why, out, done)
     msg = ("would " if check and done else "") + ", ".join(done) if done else "nothing to do"
-    return _result(changed=changed, msg=msg, actions=done, **out)
+    return result(changed=changed, msg=msg, actions=done, **out)
 
 
 def _lookup(ctl, name, out):

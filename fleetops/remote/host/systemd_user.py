@@ -12,17 +12,13 @@ import os
 import shutil
 import subprocess
 
+from fleetops.remote.host.contract import result
+
 TIMEOUT = 60
 
 
 class Fail(Exception):
     """A systemctl call failed: becomes {failed: true, msg}."""
-
-
-def _result(changed=False, failed=False, msg="", skipped=False, **extra):
-    out = {"changed": bool(changed), "failed": bool(failed), "skipped": bool(skipped), "msg": msg}
-    out.update(extra)
-    return out
 
 
 def user_env():
@@ -71,18 +67,18 @@ def main(args):
     state = args.get("state")
     enabled = args.get("enabled")
     if state not in (None, "", "started", "stopped", "restarted"):
-        return _result(failed=True, msg="state must be started, stopped or restarted, got %r" % (state,))
+        return result(failed=True, msg="state must be started, stopped or restarted, got %r" % (state,))
     if (state or enabled is not None) and not name:
-        return _result(failed=True, msg="name is required with state or enabled")
+        return result(failed=True, msg="name is required with state or enabled")
     path = shutil.which("systemctl")
     env = user_env()
     answers, why = probe(path, env)
     if not answers:
-        return _result(skipped=True, manager=False, msg="no systemd user manager answers: %s" % why)
+        return result(skipped=True, manager=False, msg="no systemd user manager answers: %s" % why)
     try:
         return _manage(path, env, name, state, enabled, bool(args.get("daemon_reload")), check)
     except Fail as exc:
-        return _result(failed=True, manager=True, msg=str(exc))
+        return result(failed=True, manager=True, msg=str(exc))
 
 
 def _manage(path, env, name, state, enabled, daemon_reload, check):
@@ -126,4 +122,4 @@ def _manage(path, env, name, state, enabled, daemon_reload, check):
         msg = ("would " if check else "") + ", ".join(done)
     else:
         msg = "user manager answers" if not name else "%s already as wanted" % name
-    return _result(changed=bool(done), msg=msg, actions=done, **out)
+    return result(changed=bool(done), msg=msg, actions=done, **out)

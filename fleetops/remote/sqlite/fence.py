@@ -31,6 +31,8 @@ import struct
 import sys
 import time
 
+from fleetops.remote.host.daemon import detach
+
 PENDING_BYTE = 0x40000000   # SQLite's lock page: PENDING, RESERVED, then 510 SHARED bytes
 LOCK_SPAN = 512
 TAG = "fleetops-sqlite-fence"
@@ -164,20 +166,8 @@ class Keeper(object):
         cfg = {"path": path, "start": PENDING_BYTE, "span": LOCK_SPAN, "ttl": float(ttl),
                "wait": float(wait), "anchor": anchor, "expect": list(expect) if expect else None}
         r, w = os.pipe()
-        child = os.fork()
-        if child == 0:  # pragma: no cover - child: detach, then become the keeper
+        if detach(keep=(w,)):  # pragma: no cover - the detached grandchild becomes the keeper
             try:
-                os.close(r)
-                os.setsid()
-                if os.fork():
-                    os._exit(0)
-                nul = os.open(os.devnull, os.O_RDWR)
-                for i in (0, 1, 2):
-                    os.dup2(nul, i)
-                # nothing of the payload's may stay open: not its channel (the task would hang),
-                # not the host lock's descriptor (the next payload would find it taken)
-                os.closerange(3, w)
-                os.closerange(w + 1, 65536)
                 os.set_inheritable(w, True)
                 signal.signal(signal.SIGALRM, signal.SIG_DFL)
                 os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", KEEPER, TAG,
@@ -186,7 +176,6 @@ class Keeper(object):
                 pass
             os._exit(127)
         os.close(w)
-        os.waitpid(child, 0)
         self._r = r
         self.deadline = time.monotonic() + float(wait) + 5.0
         # its PID before it opens the file, so a holder scan can leave it out from the start

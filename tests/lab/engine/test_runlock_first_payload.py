@@ -142,8 +142,8 @@ class Counting(SSHTransport):
         return super().start(command)
 
     def run(self, command, stdin=None, timeout=None, max_output=None):
-        if self.first_command_hook is None:
-            Counting.sessions.append(("run", self.params.name))
+        # the host's session takes the lock through start(); run() carries only later commands
+        Counting.sessions.append(("run", self.params.name))
         return super().run(command, stdin=stdin, timeout=timeout, max_output=max_output)
 
 

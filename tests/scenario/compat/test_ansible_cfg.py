@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from fleetops.engine.ansiblecfg import load_config
+from fleetops.engine.connection.transport import ConnDefaults
 from fleetops.engine.inventory import load_inventory
 from tests.support import oracle
 from tests.support.paths import DATA
@@ -63,7 +64,6 @@ def test_cli_takes_inventory_and_connection_defaults_from_ansible_cfg(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "hosts (2):" in p.stdout and "w1" in p.stdout
     cfg = load_config(env={}, cwd=str(tmp_path))
-    inv = load_inventory(cfg.inventory[0])
-    inv.conn_defaults = {"remote_user": cfg.remote_user, "timeout": cfg.timeout}
+    inv = load_inventory(cfg.inventory[0], ConnDefaults(remote_user=cfg.remote_user, timeout=cfg.timeout))
     a, b = inv.connection_params("w1"), inv.connection_params("w2")
     assert (a.user, a.connect_timeout, b.user) == ("deploy", 25.0, "own")   # a host variable wins

@@ -6,7 +6,7 @@ import threading
 from fleetops.engine import playvars
 from fleetops.engine.inventory import load_inventory
 from fleetops.engine.playcontext import PlayContext
-from fleetops.engine.taskrun import HostState
+from fleetops.engine.runcontext import HostState
 
 
 def test_magic_names_are_what_the_engine_sets(tmp_path):

@@ -1,0 +1,75 @@
+"""The run's seam: the task loop, the task runner and dynamic includes reach a run only through
+what `RunContext` names, and nothing of the engine types a run, a runner, a loop or a transport
+as Any (or leaves it untyped)."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from fleetops.engine.runcontext import RunContext, TaskList
+
+ENGINE = Path(__file__).resolve().parents[3] / "fleetops" / "engine"
+USERS = ("tasklist.py", "taskrun.py", "includerun.py")
+SEAM_NAMES = ("run", "runner", "loop", "transport")
+
+
+def _declared(proto) -> set:
+    return {n for n in proto.__annotations__} | {n for n, v in vars(proto).items()
+                                                  if callable(v) and not n.startswith("_")}
+
+
+def _reached(source: str, through: str) -> set:
+    """Every attribute read off `run` / `self.run` (or `loop`, `runner`) in `source`."""
+    out = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute):
+            base = node.value
+            if isinstance(base, ast.Name) and base.id == through:
+                out.add(node.attr)
+            elif isinstance(base, ast.Attribute) and base.attr == through and isinstance(base.value, ast.Name) \
+                    and base.value.id == "self":
+                out.add(node.attr)
+    return out
+
+
+def test_the_users_of_a_run_reach_exactly_what_run_context_names():
+    reached = set()
+    for name in USERS:
+        reached |= _reached((ENGINE / name).read_text(encoding="utf-8"), "run")
+    assert reached == _declared(RunContext)
+
+
+def test_an_include_reaches_the_loop_only_through_task_list():
+    reached = _reached((ENGINE / "includerun.py").read_text(encoding="utf-8"), "loop")
+    assert reached == _declared(TaskList)
+
+
+def test_no_private_reach_across_the_seam():
+    found = []
+    for name in USERS:
+        for through in ("run", "runner", "loop"):
+            found += [f"{name}: {through}.{a}" for a in _reached((ENGINE / name).read_text(encoding="utf-8"), through)
+                      if a.startswith("_")]
+    assert not found
+
+
+def _loose(fn) -> list:
+    out = []
+    for arg in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs:
+        if arg.arg in SEAM_NAMES and (arg.annotation is None or ast.unparse(arg.annotation) in ("Any", "'Any'")):
+            out.append(arg.arg)
+    return out
+
+
+def test_no_engine_signature_leaves_a_run_runner_loop_or_transport_untyped():
+    found = []
+    for path in sorted(ENGINE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                found += [f"{path.relative_to(ENGINE)}:{node.lineno}: {node.name}({a})" for a in _loose(node)]
+    assert not found, "\n".join(found)
+
+
+def test_the_signature_check_can_fail():
+    tree = ast.parse("def f(run, transport: Any, loop: 'TaskList', x):\n    pass\n")
+    assert _loose(tree.body[0]) == ["run", "transport"]
