@@ -60,7 +60,7 @@ def include_args(m: Mapping, key: str, free: str) -> Mapping:
     return args
 
 
-def _free_form(text: str, free: str, key: str, where: str) -> dict:
+def _free_form(text: str, free: str, key: str, where: str | None) -> dict:
     """`include_role: name=r tasks_from=x`, `include_tasks: f.yml`, read as ansible-core reads them:
     each `k=v` word is an argument, the other words together the file (include_tasks / import_tasks;
     a role has no free form: its `name=` is required)."""

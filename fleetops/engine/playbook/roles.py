@@ -32,7 +32,7 @@ def _find_role(name: str, inh: Inherit, where: str | None) -> str:
     raise BadInput(f"role {name!r} not found (looked in {', '.join(candidates)})", where=where)
 
 
-def _role_file(role_path: str, sub: str, name: str, where: str = "") -> str | None:
+def _role_file(role_path: str, sub: str, name: str, where: str | None = None) -> str | None:
     """<role>/<sub>/<name>[.yml|.yaml], read as ansible-core reads it: the path normalised as text,
     and refused when that leaves <role>/<sub>/ (`tasks_from: ../../other/tasks/main.yml`)."""
     folder = os.path.join(role_path, sub)
