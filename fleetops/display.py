@@ -117,6 +117,9 @@ class FittedTable:
             # narrow cells are short by design: wrapping "none" into "non/e" helps nobody
             short_cell = c.ident or not (wide or c.prose)
             min_width = max([self._len(self._cell(c, r, wide)) for r in self.rows] or [0]) if c.ident else None
+            if wide and " " in c.header and not c.prose:
+                # a header of words ("errors by object") is read whole; a long cell beside it wraps instead
+                min_width = max(min_width or 0, self._len(c.header))
             t.add_column(c.header if wide or not c.short else c.short, justify=c.justify, min_width=min_width,
                          no_wrap=short_cell, overflow="ellipsis" if short_cell else "fold")
         for r in self.rows:
