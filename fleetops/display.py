@@ -138,8 +138,8 @@ class FittedTable:
             for c in left_out:
                 v = c.cell(r)
                 v = v.plain if isinstance(v, Text) else Text.from_markup(str(v)).plain
-                if v not in ("", "-"):
-                    parts.append(f"{c.header} {v}")
+                if v not in ("", "-"):   # a cell that names itself ("holders unknown: …") is not named twice
+                    parts.append(v if v.startswith(c.header + " ") else f"{c.header} {v}")
             if parts:
                 out.append(Text.assemble((self.key(r), "bold"), " " + "; ".join(parts)))
         return out

@@ -184,3 +184,13 @@ def test_the_view_can_be_chosen():
     _big_run(LiveDisplay(console=big, view="hosts"), 60, tasks=1)
     text = big.export_text()
     assert len(re.findall(r"\bok\s+h\d{4} 0\.10s", text)) == 59 and "done ·" not in text
+
+
+def test_a_detail_line_does_not_name_a_column_its_cell_already_names():
+    from fleetops.display import Col, FittedTable
+    cols = [Col("host", lambda r: r["host"], ident=True),
+            Col("holders", lambda r: r["holders"], wide_only=True, detail=True),
+            Col("journal", lambda r: r["journal"], wide_only=True, detail=True)]
+    rows = [{"host": "lab06", "holders": "holders unknown: maybe tui 9836", "journal": "wal"}]
+    lines = [str(x) for x in FittedTable(cols, rows, key=lambda r: r["host"] + ":").details(80)]
+    assert lines == ["lab06: holders unknown: maybe tui 9836; journal wal"], lines
