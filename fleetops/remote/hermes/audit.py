@@ -19,6 +19,7 @@ checks), audit_honesty (table scans against indexes), audit_fts, audit_host (too
 services, gateway pid), audit_backups, audit_verdict (the rules). This file runs them.
 Stdlib only, Python 3.8+ / SQLite 3.31+.
 """
+import copy
 import os
 import sqlite3
 import time
@@ -37,6 +38,7 @@ from fleetops.remote.hermes import holders as hermes_holders
 from fleetops.remote.hermes import journal as hermes_journal
 from fleetops.remote.hermes import paths as hermes_paths
 from fleetops.remote.hermes import persistence as hermes_persistence
+from fleetops.remote.sqlite import pins as sqlite_pins
 from fleetops.remote.sqlite import workers as sqlite_workers
 
 AUDIT_VERSION = 1
@@ -80,7 +82,7 @@ def budget(rec, opts):
             "stop at 100 a table (--deep or a larger --budget runs it whole)")
 
 
-def run_checks(rec, conn, connect, token, db, header, mode, objs, fts, tooling, opts):
+def run_checks(rec, conn, connect, token, pins, header, mode, objs, fts, tooling, opts):
     """Integrity, index honesty, foreign keys and FTS as units on `jobs` read-only connections
     (one: every unit on `conn`, in order, as one pass would run them), the integrity check on
     a connection of its own.
@@ -96,7 +98,7 @@ def run_checks(rec, conn, connect, token, db, header, mode, objs, fts, tooling, 
     rec["skipped_checks"].
     """
     pragma = "integrity_check" if opts["deep"] else "quick_check"
-    owner_of = audit_integrity.PageOwners(db, header, objs, use_wal=(mode != "immutable"))
+    owner_of = audit_integrity.PageOwners(pins, header, objs, use_wal=(mode != "immutable"))
     bases = sorted(audit_schema.base_tables(objs), key=lambda x: x["name"])
     jobs = sqlite_workers.jobs_for(opts["jobs"])
     conns, note, integ_conn = [conn], None, None
@@ -106,7 +108,7 @@ def run_checks(rec, conn, connect, token, db, header, mode, objs, fts, tooling, 
             conns.append(connect())
     except sqlite3.Error as exc:
         note = "only %d connection(s) opened (%s)" % (len(conns), audit_fts.failure(exc))
-    if sqlite_workers.commit_token(db) != token:
+    if sqlite_workers.commit_token(pins) != token:
         note = "a commit landed while the audit opened its connections: every check ran on one"
         for c in conns[1:] + [integ_conn]:
             if c is not None:
@@ -188,8 +190,15 @@ def audit_db(entry, opts, tooling, now):
         rec["verdict"] = "missing"
         rec["reasons"] = [entry["error"]]
         return rec
+    fresh = copy.deepcopy(rec)
     try:
-        _audit_db(rec, db, entry, opts, tooling, now)
+        for attempt in range(IMMUTABLE_READS):
+            try:
+                _audit_db(rec, db, entry, opts, tooling, now, last=attempt == IMMUTABLE_READS - 1)
+                break
+            except StoreChanged:
+                rec.clear()
+                rec.update(copy.deepcopy(fresh), reread=attempt + 1)
     except Exception as exc:  # the audit of one db must never take down the others
         rec["error"] = "%s: %s" % (type(exc).__name__, exc)
         rec["traceback"] = traceback.format_exc()[-2000:]
@@ -206,7 +215,17 @@ def audit_db(entry, opts, tooling, now):
     return rec
 
 
-def _audit_db(rec, db, entry, opts, tooling, now):
+class StoreChanged(Exception):
+    """The file changed under an immutable read (a writer started, wrote and checkpointed)."""
+
+
+IMMUTABLE_READS = 3   # a read without locks whose file changed is read again, this many times in all
+
+
+def _audit_db(rec, db, entry, opts, tooling, now, last=True):
+    """One read of the store; raises StoreChanged, unless `last`, when an immutable read's files
+    changed while it read (a bare WAL-mode file takes no locks: a writer that opens it, writes and
+    checkpoints mid-read makes the figures come from two images)."""
     home = entry["home"]
     files = {"db": audit_open.file_facts(db), "wal": audit_open.file_facts(db + "-wal"),
              "shm": audit_open.file_facts(db + "-shm")}
@@ -243,11 +262,13 @@ def _audit_db(rec, db, entry, opts, tooling, now):
         rec["reasons"].append(header["reason"])
         audit_verdict.add_warnings(rec, opts, tooling)
         return
+    pins = sqlite_pins.Pins(db)    # before the first connection: see sqlite/pins
     try:
         conn, mode, warns = audit_open.open_readonly(db, header, opts["busy_timeout"])
         uri = audit_open.conn_uri(db, mode)
         audit_open.bound_memory(conn, opts)
     except sqlite3.Error as exc:
+        pins.close()
         rec["verdict"] = "unreadable"
         rec["reasons"].append("cannot open: %s: %s" % (type(exc).__name__, exc))
         audit_verdict.add_warnings(rec, opts, tooling)
@@ -255,7 +276,7 @@ def _audit_db(rec, db, entry, opts, tooling, now):
     rec["open_mode"] = mode
     rec["warnings"].extend(warns)
     try:
-        token = sqlite_workers.commit_token(db)
+        token = sqlite_workers.commit_token(pins)
         conn.execute("BEGIN")  # one read snapshot for every figure
         try:
             objs, fts = audit_schema.read_schema(conn)
@@ -283,8 +304,8 @@ def _audit_db(rec, db, entry, opts, tooling, now):
             except sqlite3.Error as exc:
                 sq["schema_version"] = "unreadable: %s" % exc
         rec["sqlite"] = sq
-        run_checks(rec, conn, lambda: audit_open.worker_connection(uri, opts), token, db, header, mode, objs, fts,
-                   tooling, opts)
+        run_checks(rec, conn, lambda: audit_open.worker_connection(uri, opts), token, pins, header, mode, objs,
+                   fts, tooling, opts)
         rec["fts_triggers"] = sum(1 for o in objs.values() if o["type"] == "trigger"
                                   and any(o["name"].startswith(v) or v in o["sql"] for v in fts)) if fts else 0
         rec["_newest_message"] = hermes_persistence.newest_message(conn, objs)
@@ -294,6 +315,14 @@ def _audit_db(rec, db, entry, opts, tooling, now):
         except sqlite3.Error:
             pass
         conn.close()
+        changed = mode == "immutable" and pins.changed()
+        pins.close()
+        if changed and not last:
+            raise StoreChanged()
+    if changed:
+        rec["warnings"].append({"code": "store_changing", "msg": "the file changed under each of %d reads without "
+                                "locks (no -wal when it was opened, a writer since): figures may mix two images"
+                                % IMMUTABLE_READS})
     rec["verdict"], rec["conditions"], rec["reasons"] = audit_verdict.classify(rec)
     rec["errors_by_object"] = audit_verdict.errors_by_object(rec)
     rec["errors_total"] = sum(rec["errors_by_object"].values())
