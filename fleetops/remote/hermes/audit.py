@@ -21,6 +21,7 @@ Stdlib only, Python 3.8+ / SQLite 3.31+.
 """
 import copy
 import os
+import shutil
 import sqlite3
 import time
 import traceback
@@ -184,7 +185,7 @@ def audit_db(entry, opts, tooling, now):
            "conditions": [], "reasons": [], "warnings": [], "errors_by_object": {}, "errors_total": 0,
            "files": None, "header": None, "open_mode": None, "sqlite": None, "integrity": None,
            "honesty": None, "foreign_keys": None, "fts": None, "fts_triggers": None, "holders": None,
-           "gateway_pid": None, "service": None, "backups": None, "persistence": None, "journal": None,
+           "gateway_pid": None, "service": None, "backups": None, "persistence": None, "journal": None, "wal": None,
            "checks": {}, "skipped_checks": [], "error": None}
     if entry.get("error"):
         rec["verdict"] = "missing"
@@ -262,6 +263,17 @@ def _audit_db(rec, db, entry, opts, tooling, now, last=True):
         rec["reasons"].append(header["reason"])
         audit_verdict.add_warnings(rec, opts, tooling)
         return
+    image, image_dir, image_warns, rec["wal"] = audit_open.wal_image(db, header)
+    try:
+        _audit_image(rec, image, header, opts, tooling, last)
+    finally:
+        rec["warnings"][:0] = image_warns
+        if image_dir:
+            shutil.rmtree(image_dir, ignore_errors=True)
+
+
+def _audit_image(rec, db, header, opts, tooling, last):
+    """The checks on the image SQLite opens: `db` itself, or wal_image's private copy of it."""
     pins = sqlite_pins.Pins(db)    # before the first connection: see sqlite/pins
     try:
         conn, mode, warns = audit_open.open_readonly(db, header, opts["busy_timeout"])
