@@ -885,6 +885,8 @@ def invalid_utf8_in_rows(src, out) -> Damage:
     content set to 0xC3 followed by an ASCII byte: text that is not valid UTF-8, in place (the
     record stays well-formed). SQLite stores and returns such bytes; only decoding fails. Every
     row comes back, those two with the damaged bytes as TEXT; the session keeps its messages.
+    The message's text no longer matches the copy its FTS tables hold (written by the insert
+    trigger from the text as it was), and the audit says so: fts_index_damage on both.
     ``altered`` lists (table, rowid, column, bytes now stored)."""
     src, out, gt = _start("invalid_utf8_in_rows", src, out)
     roots = pagefile.root_pages(src)
@@ -914,7 +916,8 @@ def invalid_utf8_in_rows(src, out) -> Damage:
                     break
     d = Damage("invalid_utf8_in_rows", "; ".join(f"{t} row {r}: {c} no longer valid UTF-8"
                                                  for t, r, c, _ in altered),
-               "healthy", expect_errors_in=set(), extra={"altered": altered})
+               "fts_index_damage", expect_errors_in=set(),
+               extra={"altered": altered})
     return _base(d, src, out, gt)
 
 

@@ -29,6 +29,7 @@ import traceback
 from fleetops.remote.host.inputs import flag, number
 from fleetops.remote.hermes import audit_backups
 from fleetops.remote.hermes import audit_fts
+from fleetops.remote.hermes import audit_fts_source
 from fleetops.remote.hermes import audit_honesty
 from fleetops.remote.hermes import audit_host
 from fleetops.remote.hermes import audit_integrity
@@ -137,6 +138,9 @@ def run_checks(rec, conn, connect, token, pins, header, mode, objs, fts, tooling
                                             skip=lambda: "base tables damaged" if base_failure() else None,
                                             covered=covered)
     units += fts_list
+    units += [U("fts_source:" + name, "fts_source", lambda w, name=name: audit_fts_source.fts_source(w.conn, objs, name),
+                skip=lambda: "base tables damaged" if base_failure() else None)
+              for name in sorted(fts) if records[name]["checked"]]
     units.append(U("foreign_keys", "foreign_keys", lambda w: audit_integrity.foreign_keys(w.conn, dict(
         (u.name.split(":", 1)[1], u.result) for u in honesty_units)), deps=phase1[1:]))
     meter = sqlite_workers.Meter()
@@ -162,6 +166,12 @@ def run_checks(rec, conn, connect, token, pins, header, mode, objs, fts, tooling
                 skipped.append({"check": "fts:" + name, "reason": records[name]["skipped"]})
     else:
         audit_fts.fts_finish(records, fts, by, rec["integrity"])
+        for name in records:
+            src = by.get("fts_source:" + name)
+            if src is not None and src.result is not None:
+                records[name]["source"] = src.result
+                if src.result["ok"] is False:
+                    records[name].setdefault("errors", []).append(audit_fts_source.reason(name, src.result))
         for name, r in records.items():
             if r.get("walk_skipped"):
                 skipped.append({"check": "fts_walk:" + name, "reason": r["walk_skipped"]})

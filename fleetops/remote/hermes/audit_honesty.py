@@ -24,7 +24,7 @@ def _partial_where(sql):
     return m.group(1).strip().rstrip(";") if m else None
 
 
-def _split_top(text):
+def split_top(text):
     """Split at the commas outside parentheses and quotes."""
     out, depth, cur, quote = [], 0, "", None
     for ch in text:
@@ -53,7 +53,7 @@ def _index_terms(sql):
     while i < len(sql) and depth:
         depth += {"(": 1, ")": -1}.get(sql[i], 0)
         i += 1
-    terms = _split_top(sql[m.end():i - 1])
+    terms = split_top(sql[m.end():i - 1])
     return [re.sub(r"(\s+COLLATE\s+\S+)?(\s+(ASC|DESC))?\s*$", "", t.strip(), flags=re.I) for t in terms]
 
 
@@ -142,12 +142,12 @@ def index_truth(conn, q, iname, sql, where, distinct=False):
         return {"entries": None, "expected": None, "ok": None, "unplanned": "SQLite %s plans no scan of it: "
                 "its WHERE is never true on this table" % sqlite3.sqlite_version}
     try:
-        side_table = _fingerprint(conn, select % "NOT INDEXED")
+        side_table = fingerprint(conn, select % "NOT INDEXED")
     except sqlite3.Error as exc:
         return {"entries": None, "expected": None, "ok": None, "error_side": "table",
                 "error": "%s: %s" % (type(exc).__name__, exc)}
     try:
-        side_index = _fingerprint(conn, through)
+        side_index = fingerprint(conn, through)
     except sqlite3.Error as exc:
         return {"entries": None, "expected": side_table[0], "ok": False, "error_side": "index",
                 "error": "%s: %s" % (type(exc).__name__, exc)}
@@ -159,28 +159,43 @@ def index_truth(conn, q, iname, sql, where, distinct=False):
     elif not out["covering"]:
         out["keys_unread"] = "plan reads the table as well (%s)" % plan
     if not out["ok"]:
-        lacks, excess = _merge(conn.execute(select % "NOT INDEXED"), conn.execute(through))
+        lacks, excess = merge(conn, select % "NOT INDEXED", through)
         out.update(lacks=sum(lacks.values()), excess=sum(excess.values()),
                    lacks_rows=_rowids(lacks, cols), excess_rows=_rowids(excess, cols))
     return out
 
 
-def _fingerprint(conn, sql):
+def _raw_rows(conn, sql):
+    """The rows of `sql` with TEXT as its stored bytes: text that is not valid UTF-8 (which SQLite
+    stores and returns) is compared, never a decoding failure."""
+    old = conn.text_factory
+    conn.text_factory = bytes
+    try:
+        cur = conn.execute(sql)
+        while True:
+            batch = cur.fetchmany(BATCH)
+            if not batch:
+                return
+            yield batch
+    finally:
+        conn.text_factory = old
+
+
+def fingerprint(conn, sql):
     """(rows, sum of the rows' hashes): the same multiset of tuples gives the same pair, in any order."""
-    cur = conn.execute(sql)
     n = s = 0
-    while True:
-        batch = cur.fetchmany(BATCH)
-        if not batch:
-            return n, s & MASK
+    for batch in _raw_rows(conn, sql):
         n += len(batch)
         s += sum(map(hash, batch))
+    return n, s & MASK
 
 
-def _merge(table_rows, index_rows):
+def merge(conn, table_sql, index_sql):
     """(rows the index lacks, rows it holds in excess) as multisets of tuples."""
-    want = collections.Counter(table_rows)
-    have = collections.Counter(index_rows)
+    want, have = collections.Counter(), collections.Counter()
+    for counter, sql in ((want, table_sql), (have, index_sql)):
+        for batch in _raw_rows(conn, sql):
+            counter.update(batch)
     return want - have, have - want
 
 
