@@ -9,13 +9,19 @@ Read-only, provably:
 - the file is never opened writable; `mode=ro` always, and never a checkpoint; how each
   journal state is opened without creating a file beside it is in audit_open;
 - the checks run side by side on one read-only connection per core (run_checks), all reading
-  one snapshot, so a live writer cannot make count(*) and count(*) NOT INDEXED disagree;
+  one snapshot, so a live writer cannot make count(*) and count(*) NOT INDEXED disagree; what
+  the audit reads of the files itself goes through descriptors pinned before the first
+  connection opens (sqlite/pins: closing any descriptor of a file drops the process's locks on
+  it, and with them the snapshot's protection from a checkpoint); a read without locks (a bare
+  WAL-mode file, immutable) whose files changed meanwhile is read again;
+- a -wal without -shm is judged as SQLite will replay it (audit_open.wal_image);
 - FTS5's 'integrity-check' is an INSERT and fails on a read-only handle, so FTS tables
   are checked read-only by audit_fts (an fts5vocab walk of the whole index in TEMP). On
   SQLite >= 3.44 quick_check itself also runs FTS5's own integrity check.
 
 The parts: audit_open (opening), audit_schema (object roles), audit_integrity (SQLite's own
-checks), audit_honesty (table scans against indexes), audit_fts, audit_host (tooling,
+checks), audit_honesty (table scans against indexes, entry by entry), audit_fts, audit_fts_source
+(FTS text against its source), audit_host (tooling,
 services, gateway pid), audit_backups, audit_verdict (the rules). This file runs them.
 Stdlib only, Python 3.8+ / SQLite 3.31+.
 """
