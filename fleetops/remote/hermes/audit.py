@@ -144,9 +144,14 @@ def run_checks(rec, conn, connect, token, pins, header, mode, objs, fts, tooling
                                             skip=lambda: "base tables damaged" if base_failure() else None,
                                             covered=covered)
     units += fts_list
-    units += [U("fts_source:" + name, "fts_source", lambda w, name=name: audit_fts_source.fts_source(w.conn, objs, name),
-                skip=lambda: "base tables damaged" if base_failure() else None)
-              for name in sorted(fts) if records[name]["checked"]]
+    source_cache, after = {}, {}     # FTS tables fed from one base table: one after another, one scan of it
+    for name in sorted(fts):
+        if records[name]["checked"]:
+            src = (audit_fts_source.source_of(objs, name) or (name,))[0]
+            units.append(U("fts_source:" + name, "fts_source", lambda w, name=name: audit_fts_source.fts_source(
+                w.conn, objs, name, source_cache), deps=after.get(src, ()),
+                skip=lambda: "base tables damaged" if base_failure() else None))
+            after[src] = ("fts_source:" + name,)
     units.append(U("foreign_keys", "foreign_keys", lambda w: audit_integrity.foreign_keys(w.conn, dict(
         (u.name.split(":", 1)[1], u.result) for u in honesty_units)), deps=phase1[1:]))
     meter = sqlite_workers.Meter()

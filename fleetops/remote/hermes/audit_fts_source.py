@@ -37,9 +37,12 @@ def source_of(objs, name):
     return None
 
 
-def fts_source(conn, objs, name):
+def fts_source(conn, objs, name, cache=None):
     """{"rows", "source_rows", "ok", "differs", "rows_named"} for one FTS table, or None when it
-    has no *_content or no trigger that says what it holds."""
+    has no *_content or no trigger that says what it holds. `cache` ({SQL: fingerprint}, shared by
+    units that run one after another on connections of one snapshot) lets two FTS tables fed from
+    the same expressions (Hermes' word and trigram tables) scan the base table once."""
+    cache = {} if cache is None else cache
     src = source_of(objs, name)
     if src is None or (name + "_content") not in objs:
         return None
@@ -50,7 +53,8 @@ def fts_source(conn, objs, name):
     table_side = "SELECT %s FROM %s NOT INDEXED" % (", ".join(values), audit_fts.qi(table))
     try:
         have = audit_honesty.fingerprint(conn, fts_side)
-        want = audit_honesty.fingerprint(conn, table_side)
+        want = cache.get(table_side) or audit_honesty.fingerprint(conn, table_side)
+        cache[table_side] = want
     except sqlite3.Error as exc:    # a table that cannot be scanned is the table checks' finding
         return {"table": table, "ok": None, "error": audit_fts.failure(exc)}
     out = {"table": table, "rows": have[0], "source_rows": want[0], "ok": have == want, "differs": 0}
