@@ -880,11 +880,23 @@ def schema_page_lost(src, out) -> Damage:
     return _base(d, src, out, gt)
 
 
+def _has_fts_copy(src) -> bool:
+    """Whether the store's FTS tables keep their own copy of message text (a *_content table)."""
+    con = sqlite3.connect("file:%s?mode=ro&immutable=1" % src, uri=True)
+    try:
+        return bool(con.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages_fts_content'").fetchone())
+    finally:
+        con.close()
+
+
 def invalid_utf8_in_rows(src, out) -> Damage:
     """One byte of a sessions row's model (a column no index holds) set to 0xFF, and one byte of a messages row's
     content set to 0xC3 followed by an ASCII byte: text that is not valid UTF-8, in place (the
     record stays well-formed). SQLite stores and returns such bytes; only decoding fails. Every
     row comes back, those two with the damaged bytes as TEXT; the session keeps its messages.
+    Where the FTS tables keep their own copy of the text (0.19's *_content, written by the
+    insert trigger from the text as it was), the message no longer matches it and the audit says
+    so: fts_index_damage; an external-content FTS (0.20+) keeps no copy: healthy.
     ``altered`` lists (table, rowid, column, bytes now stored)."""
     src, out, gt = _start("invalid_utf8_in_rows", src, out)
     roots = pagefile.root_pages(src)
@@ -914,7 +926,8 @@ def invalid_utf8_in_rows(src, out) -> Damage:
                     break
     d = Damage("invalid_utf8_in_rows", "; ".join(f"{t} row {r}: {c} no longer valid UTF-8"
                                                  for t, r, c, _ in altered),
-               "healthy", expect_errors_in=set(), extra={"altered": altered})
+               "fts_index_damage" if _has_fts_copy(src) else "healthy", expect_errors_in=set(),
+               extra={"altered": altered})
     return _base(d, src, out, gt)
 
 

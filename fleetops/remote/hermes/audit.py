@@ -9,17 +9,25 @@ Read-only, provably:
 - the file is never opened writable; `mode=ro` always, and never a checkpoint; how each
   journal state is opened without creating a file beside it is in audit_open;
 - the checks run side by side on one read-only connection per core (run_checks), all reading
-  one snapshot, so a live writer cannot make count(*) and count(*) NOT INDEXED disagree;
+  one snapshot, so a live writer cannot make count(*) and count(*) NOT INDEXED disagree; what
+  the audit reads of the files itself goes through descriptors pinned before the first
+  connection opens (sqlite/pins: closing any descriptor of a file drops the process's locks on
+  it, and with them the snapshot's protection from a checkpoint); a read without locks (a bare
+  WAL-mode file, immutable) whose files changed meanwhile is read again;
+- a -wal without -shm is judged as SQLite will replay it (audit_open.wal_image);
 - FTS5's 'integrity-check' is an INSERT and fails on a read-only handle, so FTS tables
   are checked read-only by audit_fts (an fts5vocab walk of the whole index in TEMP). On
   SQLite >= 3.44 quick_check itself also runs FTS5's own integrity check.
 
 The parts: audit_open (opening), audit_schema (object roles), audit_integrity (SQLite's own
-checks), audit_honesty (table scans against indexes), audit_fts, audit_host (tooling,
+checks), audit_honesty (table scans against indexes, entry by entry), audit_fts, audit_fts_source
+(FTS text against its source), audit_host (tooling,
 services, gateway pid), audit_backups, audit_verdict (the rules). This file runs them.
 Stdlib only, Python 3.8+ / SQLite 3.31+.
 """
+import copy
 import os
+import shutil
 import sqlite3
 import time
 import traceback
@@ -27,6 +35,7 @@ import traceback
 from fleetops.remote.host.inputs import flag, number
 from fleetops.remote.hermes import audit_backups
 from fleetops.remote.hermes import audit_fts
+from fleetops.remote.hermes import audit_fts_source
 from fleetops.remote.hermes import audit_honesty
 from fleetops.remote.hermes import audit_host
 from fleetops.remote.hermes import audit_integrity
@@ -37,6 +46,7 @@ from fleetops.remote.hermes import holders as hermes_holders
 from fleetops.remote.hermes import journal as hermes_journal
 from fleetops.remote.hermes import paths as hermes_paths
 from fleetops.remote.hermes import persistence as hermes_persistence
+from fleetops.remote.sqlite import pins as sqlite_pins
 from fleetops.remote.sqlite import workers as sqlite_workers
 
 AUDIT_VERSION = 1
@@ -80,7 +90,7 @@ def budget(rec, opts):
             "stop at 100 a table (--deep or a larger --budget runs it whole)")
 
 
-def run_checks(rec, conn, connect, token, db, header, mode, objs, fts, tooling, opts):
+def run_checks(rec, conn, connect, token, pins, header, mode, objs, fts, tooling, opts):
     """Integrity, index honesty, foreign keys and FTS as units on `jobs` read-only connections
     (one: every unit on `conn`, in order, as one pass would run them), the integrity check on
     a connection of its own.
@@ -96,7 +106,7 @@ def run_checks(rec, conn, connect, token, db, header, mode, objs, fts, tooling, 
     rec["skipped_checks"].
     """
     pragma = "integrity_check" if opts["deep"] else "quick_check"
-    owner_of = audit_integrity.PageOwners(db, header, objs, use_wal=(mode != "immutable"))
+    owner_of = audit_integrity.PageOwners(pins, header, objs, use_wal=(mode != "immutable"))
     bases = sorted(audit_schema.base_tables(objs), key=lambda x: x["name"])
     jobs = sqlite_workers.jobs_for(opts["jobs"])
     conns, note, integ_conn = [conn], None, None
@@ -106,7 +116,7 @@ def run_checks(rec, conn, connect, token, db, header, mode, objs, fts, tooling, 
             conns.append(connect())
     except sqlite3.Error as exc:
         note = "only %d connection(s) opened (%s)" % (len(conns), audit_fts.failure(exc))
-    if sqlite_workers.commit_token(db) != token:
+    if sqlite_workers.commit_token(pins) != token:
         note = "a commit landed while the audit opened its connections: every check ran on one"
         for c in conns[1:] + [integ_conn]:
             if c is not None:
@@ -134,6 +144,14 @@ def run_checks(rec, conn, connect, token, db, header, mode, objs, fts, tooling, 
                                             skip=lambda: "base tables damaged" if base_failure() else None,
                                             covered=covered)
     units += fts_list
+    source_cache, after = {}, {}     # FTS tables fed from one base table: one after another, one scan of it
+    for name in sorted(fts):
+        if records[name]["checked"]:
+            src = (audit_fts_source.source_of(objs, name) or (name,))[0]
+            units.append(U("fts_source:" + name, "fts_source", lambda w, name=name: audit_fts_source.fts_source(
+                w.conn, objs, name, source_cache), deps=after.get(src, ()),
+                skip=lambda: "base tables damaged" if base_failure() else None))
+            after[src] = ("fts_source:" + name,)
     units.append(U("foreign_keys", "foreign_keys", lambda w: audit_integrity.foreign_keys(w.conn, dict(
         (u.name.split(":", 1)[1], u.result) for u in honesty_units)), deps=phase1[1:]))
     meter = sqlite_workers.Meter()
@@ -159,6 +177,12 @@ def run_checks(rec, conn, connect, token, db, header, mode, objs, fts, tooling, 
                 skipped.append({"check": "fts:" + name, "reason": records[name]["skipped"]})
     else:
         audit_fts.fts_finish(records, fts, by, rec["integrity"])
+        for name in records:
+            src = by.get("fts_source:" + name)
+            if src is not None and src.result is not None:
+                records[name]["source"] = src.result
+                if src.result["ok"] is False:
+                    records[name].setdefault("errors", []).append(audit_fts_source.reason(name, src.result))
         for name, r in records.items():
             if r.get("walk_skipped"):
                 skipped.append({"check": "fts_walk:" + name, "reason": r["walk_skipped"]})
@@ -182,14 +206,21 @@ def audit_db(entry, opts, tooling, now):
            "conditions": [], "reasons": [], "warnings": [], "errors_by_object": {}, "errors_total": 0,
            "files": None, "header": None, "open_mode": None, "sqlite": None, "integrity": None,
            "honesty": None, "foreign_keys": None, "fts": None, "fts_triggers": None, "holders": None,
-           "gateway_pid": None, "service": None, "backups": None, "persistence": None, "journal": None,
+           "gateway_pid": None, "service": None, "backups": None, "persistence": None, "journal": None, "wal": None,
            "checks": {}, "skipped_checks": [], "error": None}
     if entry.get("error"):
         rec["verdict"] = "missing"
         rec["reasons"] = [entry["error"]]
         return rec
+    fresh = copy.deepcopy(rec)
     try:
-        _audit_db(rec, db, entry, opts, tooling, now)
+        for attempt in range(IMMUTABLE_READS):
+            try:
+                _audit_db(rec, db, entry, opts, tooling, now, last=attempt == IMMUTABLE_READS - 1)
+                break
+            except StoreChanged:
+                rec.clear()
+                rec.update(copy.deepcopy(fresh), reread=attempt + 1)
     except Exception as exc:  # the audit of one db must never take down the others
         rec["error"] = "%s: %s" % (type(exc).__name__, exc)
         rec["traceback"] = traceback.format_exc()[-2000:]
@@ -206,7 +237,17 @@ def audit_db(entry, opts, tooling, now):
     return rec
 
 
-def _audit_db(rec, db, entry, opts, tooling, now):
+class StoreChanged(Exception):
+    """The file changed under an immutable read (a writer started, wrote and checkpointed)."""
+
+
+IMMUTABLE_READS = 3   # a read without locks whose file changed is read again, this many times in all
+
+
+def _audit_db(rec, db, entry, opts, tooling, now, last=True):
+    """One read of the store; raises StoreChanged, unless `last`, when an immutable read's files
+    changed while it read (a bare WAL-mode file takes no locks: a writer that opens it, writes and
+    checkpoints mid-read makes the figures come from two images)."""
     home = entry["home"]
     files = {"db": audit_open.file_facts(db), "wal": audit_open.file_facts(db + "-wal"),
              "shm": audit_open.file_facts(db + "-shm")}
@@ -243,11 +284,24 @@ def _audit_db(rec, db, entry, opts, tooling, now):
         rec["reasons"].append(header["reason"])
         audit_verdict.add_warnings(rec, opts, tooling)
         return
+    image, image_dir, image_warns, rec["wal"] = audit_open.wal_image(db, header)
+    try:
+        _audit_image(rec, image, header, opts, tooling, last)
+    finally:
+        rec["warnings"][:0] = image_warns
+        if image_dir:
+            shutil.rmtree(image_dir, ignore_errors=True)
+
+
+def _audit_image(rec, db, header, opts, tooling, last):
+    """The checks on the image SQLite opens: `db` itself, or wal_image's private copy of it."""
+    pins = sqlite_pins.Pins(db)    # before the first connection: see sqlite/pins
     try:
         conn, mode, warns = audit_open.open_readonly(db, header, opts["busy_timeout"])
         uri = audit_open.conn_uri(db, mode)
         audit_open.bound_memory(conn, opts)
     except sqlite3.Error as exc:
+        pins.close()
         rec["verdict"] = "unreadable"
         rec["reasons"].append("cannot open: %s: %s" % (type(exc).__name__, exc))
         audit_verdict.add_warnings(rec, opts, tooling)
@@ -255,7 +309,7 @@ def _audit_db(rec, db, entry, opts, tooling, now):
     rec["open_mode"] = mode
     rec["warnings"].extend(warns)
     try:
-        token = sqlite_workers.commit_token(db)
+        token = sqlite_workers.commit_token(pins)
         conn.execute("BEGIN")  # one read snapshot for every figure
         try:
             objs, fts = audit_schema.read_schema(conn)
@@ -283,8 +337,8 @@ def _audit_db(rec, db, entry, opts, tooling, now):
             except sqlite3.Error as exc:
                 sq["schema_version"] = "unreadable: %s" % exc
         rec["sqlite"] = sq
-        run_checks(rec, conn, lambda: audit_open.worker_connection(uri, opts), token, db, header, mode, objs, fts,
-                   tooling, opts)
+        run_checks(rec, conn, lambda: audit_open.worker_connection(uri, opts), token, pins, header, mode, objs,
+                   fts, tooling, opts)
         rec["fts_triggers"] = sum(1 for o in objs.values() if o["type"] == "trigger"
                                   and any(o["name"].startswith(v) or v in o["sql"] for v in fts)) if fts else 0
         rec["_newest_message"] = hermes_persistence.newest_message(conn, objs)
@@ -294,6 +348,14 @@ def _audit_db(rec, db, entry, opts, tooling, now):
         except sqlite3.Error:
             pass
         conn.close()
+        changed = mode == "immutable" and pins.changed()
+        pins.close()
+        if changed and not last:
+            raise StoreChanged()
+    if changed:
+        rec["warnings"].append({"code": "store_changing", "msg": "the file changed under each of %d reads without "
+                                "locks (no -wal when it was opened, a writer since): figures may mix two images"
+                                % IMMUTABLE_READS})
     rec["verdict"], rec["conditions"], rec["reasons"] = audit_verdict.classify(rec)
     rec["errors_by_object"] = audit_verdict.errors_by_object(rec)
     rec["errors_total"] = sum(rec["errors_by_object"].values())

@@ -1,18 +1,78 @@
-"""Index honesty: counts from table scans, checked against what every index says.
+"""Index honesty: counts from table scans, and every index checked entry by entry against them.
 
 count(*) answered from a damaged unique index hid a duplicated row in the field; so each base
-table is counted NOT INDEXED, its distinct rowids and primary keys are compared with that, and
-every index's (entries, sum of rowids) with the table scan's.
+table is counted NOT INDEXED and its distinct rowids and primary keys are compared with that.
+Each index is read once in its own order (a covering scan of its b-tree) and its entries
+(indexed values, rowid) are fingerprinted against the same tuples computed from a table scan:
+an entry whose key bit flipped leaves every count equal but changes the fingerprint. Only
+when they differ are the two sides merged, to name the rows the index lacks or holds in excess.
 """
+import collections
 import re
 import sqlite3
 
 from fleetops.remote.hermes import audit_fts
 from fleetops.remote.hermes import audit_schema
 
+BATCH = 4096
+SHOWN = 5       # rowids named per side of a mismatch
+MASK = (1 << 64) - 1
+
+
 def _partial_where(sql):
     m = re.search(r"\)\s*WHERE\s+(.*)$", sql or "", re.I | re.S)
     return m.group(1).strip().rstrip(";") if m else None
+
+
+def split_top(text):
+    """Split at the commas outside parentheses and quotes."""
+    out, depth, cur, quote = [], 0, "", None
+    for ch in text:
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"`[":
+            quote = "]" if ch == "[" else ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+            continue
+        cur += ch
+    return out + [cur]
+
+
+def _index_terms(sql):
+    """The indexed terms of CREATE INDEX ... ON t(term, ...), without COLLATE/ASC/DESC."""
+    m = re.search(r"\bON\s+(?:\"[^\"]*\"|\S+?)\s*\(", sql or "", re.I)
+    if not m:
+        return []
+    depth, i = 1, m.end()
+    while i < len(sql) and depth:
+        depth += {"(": 1, ")": -1}.get(sql[i], 0)
+        i += 1
+    terms = split_top(sql[m.end():i - 1])
+    return [re.sub(r"(\s+COLLATE\s+\S+)?(\s+(ASC|DESC))?\s*$", "", t.strip(), flags=re.I) for t in terms]
+
+
+def index_columns(conn, iname, sql):
+    """(select list, expression terms left out): every key and auxiliary column of the index
+    (the rowid, or a WITHOUT ROWID table's key), an expression key by its text."""
+    cols, skipped = [], []
+    terms = _index_terms(sql)
+    for seq, cid, name, _desc, _coll, key in conn.execute("PRAGMA index_xinfo(%s)" % audit_fts.qi(iname)):
+        if cid == -1:
+            cols.append("rowid")
+        elif cid == -2:
+            cols.append("(%s)" % terms[seq] if key and seq < len(terms) else None)
+        else:
+            cols.append(audit_fts.qi(name))
+    for i, c in enumerate(cols):
+        if c is None:
+            skipped.append(i)
+    return [c for c in cols if c is not None], skipped
 
 
 def index_honesty(conn, objs):
@@ -28,17 +88,15 @@ def table_honesty(conn, o, objs):
     rec = {"count": None, "count_scan": None, "distinct_rowid": None, "distinct_pk": None,
            "duplicates": 0, "indexes": {}, "errors": []}
     without_rowid = bool(re.search(r"\bWITHOUT\s+ROWID\b", o["sql"], re.I))
-    table_side = {}
     try:
         rec["count"] = audit_fts.count(conn, "SELECT count(*) FROM %s" % q)
         rec["count_scan"] = audit_fts.count(conn, "SELECT count(*) FROM %s NOT INDEXED" % q)
         pk = [r[1] for r in sorted(conn.execute("PRAGMA table_info(%s)" % q).fetchall(), key=lambda r: r[5])
               if r[5]]
         if not without_rowid:
-            # the distinct rowids of a table scan are also every full index's expected fingerprint:
-            # one scan for both
-            table_side[""] = _fingerprint(conn, q, "", rowid=True)
-            rec["distinct_rowid"] = table_side[""][0]
+            # rowid+0: SQLite knows rowid is unique and would drop a DISTINCT on it (a duplicated cell has one rowid)
+            rec["distinct_rowid"] = audit_fts.count(
+                conn, "SELECT count(*) FROM (SELECT DISTINCT rowid+0 FROM %s NOT INDEXED)" % q)
         if pk and not (len(pk) == 1 and not without_rowid and _is_integer_pk(conn, t, pk[0])):
             cols = ", ".join("+" + audit_fts.qi(c) for c in pk)  # unary +: the planner may not assume uniqueness
             rec["distinct_pk"] = audit_fts.count(conn, "SELECT count(*) FROM (SELECT DISTINCT %s FROM %s NOT INDEXED)"
@@ -55,39 +113,101 @@ def table_honesty(conn, o, objs):
             continue  # the table b-tree itself
         io = objs.get(iname, {})
         where = _partial_where(io.get("sql")) if partial else None
-        w = (" WHERE %s" % where) if where else ""
         try:
-            if w not in table_side:
-                table_side[w] = _fingerprint(conn, q, w, rowid=not without_rowid)
-            expected = table_side[w]
-            entries = _fingerprint(conn, q, w, indexed_by=iname, rowid=not without_rowid)
-            rec["indexes"][iname] = {"entries": entries[0], "expected": expected[0],
-                                     "rowid_sum_ok": entries[1] == expected[1],
-                                     "ok": entries == expected}
+            rec["indexes"][iname] = index_truth(conn, q, iname, io.get("sql"), (" WHERE %s" % where) if where else "",
+                                                distinct=bool(rec["duplicates"]))
         except sqlite3.Error as exc:
             rec["indexes"][iname] = {"entries": None, "expected": None, "ok": None,
                                      "error": "%s: %s" % (type(exc).__name__, exc)}
     return rec
 
 
-def _fingerprint(conn, table_sql, where, indexed_by=None, rowid=True):
-    """(rows, sum of rowids) seen through an index or a table scan.
-
-    An index whose entries point at the wrong rows fails even when the counts agree; the
-    table side counts distinct rowids, so a duplicated cell is judged as structural, not
-    blamed on every index.
-    """
-    src = "%s INDEXED BY %s" % (table_sql, audit_fts.qi(indexed_by)) if indexed_by else "%s NOT INDEXED" % table_sql
-    if not rowid:
-        return (audit_fts.count(conn, "SELECT count(*) FROM %s%s" % (src, where)), None)
-    # rowid+0: SQLite knows rowid is unique and would drop a DISTINCT on it (a duplicated cell has one rowid)
-    inner = "SELECT %srowid+0 AS r FROM %s%s" % ("" if indexed_by else "DISTINCT ", src, where)
+def index_truth(conn, q, iname, sql, where, distinct=False):
+    """One index against its table: the entries read in the index's own order, fingerprinted
+    against the same tuples from a table scan; on a mismatch, the rows it lacks and holds in excess.
+    `distinct`: the table holds duplicated cells (judged as structural), so its side counts each
+    tuple once instead of blaming every index for holding it once."""
+    cols, skipped = index_columns(conn, iname, sql)
+    select = "SELECT %s FROM %s %%s%s" % (", ".join(cols), q, where)
+    through = select % ("INDEXED BY %s" % audit_fts.qi(iname))
+    if distinct:   # rowid+0: SQLite knows rowid is unique and would drop a DISTINCT on it
+        select = "SELECT DISTINCT %s FROM %s %%s%s" % (", ".join("rowid+0" if c == "rowid" else c for c in cols),
+                                                       q, where)
     try:
-        return tuple(conn.execute("SELECT count(*), sum(r) FROM (%s)" % inner).fetchone())
+        plan = " ".join(str(r[-1]) for r in conn.execute("EXPLAIN QUERY PLAN " + through))
     except sqlite3.OperationalError as exc:
-        if "overflow" not in str(exc):
+        if "no query solution" not in str(exc):
             raise
-        return (audit_fts.count(conn, "SELECT count(*) FROM (%s)" % inner), None)
+        # this SQLite proves the index's WHERE never true (a NOT NULL column IS NULL) and will not read it
+        return {"entries": None, "expected": None, "ok": None, "unplanned": "SQLite %s plans no scan of it: "
+                "its WHERE is never true on this table" % sqlite3.sqlite_version}
+    try:
+        side_table = fingerprint(conn, select % "NOT INDEXED")
+    except sqlite3.Error as exc:
+        return {"entries": None, "expected": None, "ok": None, "error_side": "table",
+                "error": "%s: %s" % (type(exc).__name__, exc)}
+    try:
+        side_index = fingerprint(conn, through)
+    except sqlite3.Error as exc:
+        return {"entries": None, "expected": side_table[0], "ok": False, "error_side": "index",
+                "error": "%s: %s" % (type(exc).__name__, exc)}
+    out = {"entries": side_index[0], "expected": side_table[0], "ok": side_index == side_table,
+           "lacks": 0, "excess": 0, "covering": "COVERING INDEX" in plan}
+    if skipped:
+        out["keys_unread"] = "expression keys read from the table (this SQLite reads them through the index " \
+                             "only where the plan covers them): rowids and plain columns compared"
+    elif not out["covering"]:
+        out["keys_unread"] = "plan reads the table as well (%s)" % plan
+    if not out["ok"]:
+        lacks, excess = merge(conn, select % "NOT INDEXED", through)
+        out.update(lacks=sum(lacks.values()), excess=sum(excess.values()),
+                   lacks_rows=_rowids(lacks, cols), excess_rows=_rowids(excess, cols))
+    return out
+
+
+def _raw_rows(conn, sql):
+    """The rows of `sql` with TEXT as its stored bytes: text that is not valid UTF-8 (which SQLite
+    stores and returns) is compared, never a decoding failure."""
+    old = conn.text_factory
+    conn.text_factory = bytes
+    try:
+        cur = conn.execute(sql)
+        while True:
+            batch = cur.fetchmany(BATCH)
+            if not batch:
+                return
+            yield batch
+    finally:
+        conn.text_factory = old
+
+
+def fingerprint(conn, sql):
+    """(rows, sum of the rows' hashes): the same multiset of tuples gives the same pair, in any order."""
+    n = s = 0
+    for batch in _raw_rows(conn, sql):
+        n += len(batch)
+        s += sum(map(hash, batch))
+    return n, s & MASK
+
+
+def merge(conn, table_sql, index_sql):
+    """(rows the index lacks, rows it holds in excess) as multisets of tuples."""
+    want, have = collections.Counter(), collections.Counter()
+    for counter, sql in ((want, table_sql), (have, index_sql)):
+        for batch in _raw_rows(conn, sql):
+            counter.update(batch)
+    return want - have, have - want
+
+
+def _rowids(counter, cols):
+    """The first SHOWN rowids (or whole tuples, without a rowid column) of a mismatch side."""
+    at = cols.index("rowid") if "rowid" in cols else None
+    rows = [r[at] if at is not None else r for r in counter]
+    try:
+        rows.sort()
+    except TypeError:
+        rows.sort(key=repr)
+    return rows[:SHOWN]
 
 
 def _is_integer_pk(conn, table, col):

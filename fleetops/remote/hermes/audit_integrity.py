@@ -5,14 +5,13 @@ quick_check must get a large N: the default cap of 100 hid structural damage beh
 SQLite < 3.43 names a damaged page, not its tree, so page_owners walks the b-trees to say whose
 page it is; when the whole-file check aborts, each table is checked alone to localise the damage.
 """
-import os
 import re
 import sqlite3
 
 from fleetops.remote.hermes import audit_fts
 from fleetops.remote.sqlite.fileformat.errors import FormatError
 from fleetops.remote.sqlite.fileformat.reader import SQLiteFile
-from fleetops.remote.sqlite.fileformat.wal import read_wal
+from fleetops.remote.sqlite.fileformat.wal import parse_wal
 
 SAMPLES = 5
 KEEP_LINES = 200
@@ -35,26 +34,28 @@ _FTS_MSG_RE = re.compile(r"(?:FTS5 table|fts5[^\"]*table) \"?(?:main\.)?([A-Za-z
 
 # --- page -> b-tree map (for SQLite < 3.43, whose check lines name pages, not trees) ----------
 
-def page_owners(db, header, objs, use_wal, wanted=None):
+def page_owners(pins, header, objs, use_wal, wanted=None):
     """{page number: object name} for the pages reachable from each root (interior, leaf, and the
     damaged ones a parent points at), by the shared format reader; with `wanted`, the walk
     stops once every wanted page is placed and only those are kept.
 
-    Only used to say which b-tree a page named by the integrity check belongs to. With
+    Only used to say which b-tree a page named by the integrity check belongs to. The files are
+    read through `pins` (sqlite/pins: never an open()/close() beside live connections). With
     `use_wal` the WAL's frames are laid over the main file up to its last commit whose
     cumulative checksums hold, as SQLite itself would read them.
     """
     overlay, db_pages = {}, None
-    if use_wal and os.path.exists(db + "-wal"):
+    wal = pins.read_all("-wal") if use_wal else None
+    if wal:
         try:
-            w = read_wal(db + "-wal", header["page_size"])
+            w = parse_wal(wal, header["page_size"])
             if not w.get("error"):
                 overlay, db_pages = w["pages"], w["db_pages"]
-        except (OSError, FormatError):
+        except FormatError:
             overlay = {}
     owners = {}
     wanted = set(wanted) if wanted is not None else None
-    with SQLiteFile(db, overlay=overlay, page_count=db_pages) as f:
+    with SQLiteFile(data=pins.mapped("") or b"", overlay=overlay, page_count=db_pages) as f:
         claimed = {}
         for o in sorted(objs.values(), key=lambda x: x["rootpage"] or 0):
             root = o["rootpage"]
@@ -214,8 +215,8 @@ class PageOwners(object):
     """owner_of(page) for attribute(): the b-tree walk runs once, on first need, and only as far
     as the pages the check's lines name (`want`)."""
 
-    def __init__(self, db, header, objs, use_wal):
-        self.args = (db, header, objs, use_wal)
+    def __init__(self, pins, header, objs, use_wal):
+        self.args = (pins, header, objs, use_wal)
         self.wanted = None
         self.map = None
 

@@ -5,14 +5,20 @@ reads before opening.
   otherwise create empty -wal/-shm files beside it);
 - with -wal and -shm present it is read with `readonly_shm=1` (not even the wal-index is
   written); only if that is refused, plain `mode=ro` on the existing -shm;
-- -wal present but -shm absent: the WAL is NOT read (creating a new -shm next to a process
-  still holding a deleted one is how split-brain corruption starts); the main file is
-  read with `immutable=1` and a warning says the WAL was not read;
+- -wal present but -shm absent: SQLite replays the WAL's committed frames on the next open, so
+  the audit judges that image, never the main file alone: wal_image lays the committed frames
+  (cumulative checksums, as SQLite checks them) over a private copy in a 0700 temporary
+  directory, read with `immutable=1` (creating a -shm next to a process still holding a deleted
+  one is how split-brain corruption starts, so nothing is opened beside the original); the
+  frames SQLite ignores are named for what they are (an earlier generation's, a torn or
+  unfinished transaction's, a WAL SQLite rejects whole);
 - a zero-length or non-SQLite file is never handed to SQLite (a zero-page file with a
   -wal makes SQLite delete the -wal on open): read_header checks the header first.
 """
 import os
+import shutil
 import sqlite3
+import tempfile
 
 try:
     from urllib.parse import quote as _urlquote
@@ -21,6 +27,7 @@ except ImportError:  # pragma: no cover
 
 from fleetops.remote.sqlite.fileformat.errors import FormatError
 from fleetops.remote.sqlite.fileformat.header import HEADER_MAGIC, parse_header
+from fleetops.remote.sqlite.fileformat.wal import apply_wal, read_wal
 
 
 def _user(uid):
@@ -91,8 +98,6 @@ def open_readonly(db, header, timeout=10.0):
         attempts = [("immutable", base + "&immutable=1")]
     elif wal_exists and not shm_exists:
         attempts = [("immutable", base + "&immutable=1")]
-        warnings.append({"code": "wal_unread", "msg": "state.db-wal exists without state.db-shm: the WAL was not "
-                         "read (the audit will not create a -shm); figures describe the main file only"})
     elif wal_exists:
         attempts = [("ro+readonly_shm", base + "&readonly_shm=1"), ("ro", base)]
     else:
@@ -137,3 +142,58 @@ def worker_connection(uri, opts):
         conn.close()
         raise
     return conn
+
+
+def wal_frames(summary):
+    """What of a -wal SQLite replays and what it ignores, in words (read_wal's summary)."""
+    if summary.get("error"):
+        return "SQLite ignores it whole (%s)" % summary["error"]
+    parts = ["%d committed frames SQLite replays on its next open" % summary["frames_committed"]]
+    if summary.get("stale_frames"):
+        parts.append("%d frames of an earlier WAL generation (other salts), which it ignores" % summary["stale_frames"])
+    torn = summary["frames_total"] - summary["frames_committed"] - (summary.get("stale_frames") or 0)
+    if torn > 0:
+        parts.append("%d frames after the last commit that checks out (a torn or unfinished transaction), "
+                     "which it ignores" % torn)
+    if summary.get("partial_frame_bytes"):
+        parts.append("a partial frame of %d bytes" % summary["partial_frame_bytes"])
+    return ", ".join(parts)
+
+
+def wal_image(db, header):
+    """For a -wal without -shm: (path to audit, temporary directory or None, warnings, WAL summary).
+
+    With committed frames, the path is a private copy with them applied (the image SQLite itself
+    will open); with none, or when the copy cannot be made, the main file (and a warning says so).
+    """
+    if not os.path.exists(db + "-wal") or os.path.exists(db + "-shm"):
+        return db, None, [], None
+    try:
+        summary = dict((k, v) for k, v in read_wal(db + "-wal", header.get("page_size")).items() if k != "pages")
+    except OSError as exc:
+        return db, None, [{"code": "wal_unread", "msg": "state.db-wal without state.db-shm cannot be read (%s): "
+                           "figures describe the main file only" % exc.strerror}], None
+    said = "state.db-wal without state.db-shm: " + wal_frames(summary)
+    if summary.get("error") or not summary["frames_committed"]:
+        return db, None, [{"code": "wal_ignored", "msg": said + "; the main file is the image SQLite opens"}], summary
+    need = os.path.getsize(db) + os.path.getsize(db + "-wal")
+    tmp = tempfile.mkdtemp(prefix="fleetops-audit-wal-")     # 0700, away from the original
+    free = free_space(os.path.join(tmp, "x"))[0]
+    if free is not None and free < need:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return db, None, [{"code": "wal_unread", "msg": said + "; not read: %.1f MB needed for a private copy, "
+                           "%.1f MB free in %s: figures describe the main file only"
+                           % (need / 1048576.0, free / 1048576.0, tempfile.gettempdir())}], summary
+    copy = os.path.join(tmp, "state.db")
+    try:
+        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as out, open(db, "rb") as src:
+            shutil.copyfileobj(src, out, 1 << 20)
+        applied = apply_wal(copy, db + "-wal")
+    except (OSError, FormatError) as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return db, None, [{"code": "wal_unread", "msg": said + "; not read (%s): figures describe the main file "
+                           "only" % exc}], summary
+    summary["pages_applied"] = applied.get("pages_applied")
+    return copy, tmp, [{"code": "wal_replayed", "msg": said + "; the audit judged that image (%d pages over the "
+                        "main file, in a private copy)" % summary["pages_applied"]}], summary

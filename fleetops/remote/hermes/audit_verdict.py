@@ -44,8 +44,10 @@ def classify(rec):
                 t, h["duplicates"], h["count_scan"],
                 min(d for d in (h["distinct_rowid"], h["distinct_pk"]) if d is not None)))
         for iname, i in h["indexes"].items():
-            if i.get("ok") is False:
-                index.append("%s: %s entries, table has %s" % (iname, i["entries"], i["expected"]))
+            if i.get("error_side") == "table" or (i.get("error") and not i.get("error_side")):
+                structural.append("%s: table scan for %s failed: %s" % (t, iname, i["error"]))
+            elif i.get("ok") is False:
+                index.append(index_reason(t, iname, i))
         if h["count"] is not None and h["count_scan"] is not None and h["count"] != h["count_scan"] \
                 and not any(i.get("ok") is False for i in h["indexes"].values()) and not h["duplicates"]:
             index.append("%s: count(*) %d but table scan %d" % (t, h["count"], h["count_scan"]))
@@ -65,6 +67,25 @@ def classify(rec):
     reasons += structural + index + fts
     verdict = conds[0] if conds else "healthy"
     return verdict, conds, reasons
+
+
+def index_reason(table, iname, i):
+    """What a dishonest index lacks and holds in excess, by rowid; equal counts never read as a finding."""
+    def rows(key):
+        shown = i.get(key + "_rows") or []
+        n = i.get(key) or 0
+        return "%d (%s %s%s)" % (n, "rowid" if n == 1 else "rowids", ", ".join(str(r) for r in shown),
+                                 ", ..." if n > len(shown) else "") if n else "0"
+    if i.get("error"):
+        return "%s: unreadable through the index (%s rows of %s by table scan): %s" % (
+            iname, i["expected"], table, i["error"])
+    lacks, excess = i.get("lacks") or 0, i.get("excess") or 0
+    if not lacks and not excess:
+        return "%s: %s entries, %s rows of %s; they differ" % (iname, i["entries"], i["expected"], table)
+    same = set(i.get("lacks_rows") or []) & set(i.get("excess_rows") or [])
+    return "%s: %s entries for %s rows of %s: lacks %s, holds %s in excess%s" % (
+        iname, i["entries"], i["expected"], table, rows("lacks"), rows("excess"),
+        "; %d entries disagree with their row's values" % len(same) if same else "")
 
 
 def errors_by_object(rec):
@@ -87,7 +108,7 @@ def errors_by_object(rec):
             add(t, len(h["errors"]))
         for iname, i in h["indexes"].items():
             if i.get("ok") is False and iname not in (integ.get("by_object") or {}):
-                add(iname, abs((i["expected"] or 0) - (i["entries"] or 0)) or 1)
+                add(iname, (i.get("lacks") or 0) + (i.get("excess") or 0) or 1)
     for t, n in ((rec.get("foreign_keys") or {}).get("by_table") or {}).items():
         add(t, n)
     for name, f in (rec.get("fts") or {}).items():

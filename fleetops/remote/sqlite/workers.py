@@ -92,18 +92,15 @@ def jobs_for(requested):
         return max(1, os.cpu_count() or 1)
 
 
-def commit_token(db):
-    """Bytes that change with every commit to `db`: the header's change counter (rollback
-    journal) and the wal-index header in -shm (WAL). Equal before the first of several
-    connections began reading and after the last did: they all read one snapshot."""
+def commit_token(pins):
+    """Bytes that change with every commit to the pinned store (sqlite/pins): the header's change
+    counter (rollback journal) and the wal-index header in -shm (WAL). Equal before the first of
+    several connections began reading and after the last did: they all read one snapshot. Read
+    through the pinned descriptors: an open()/close() here would drop the connections' locks."""
     out = b""
-    for path, length, offset in ((db, 4, 24), (db + "-shm", 48, 0)):
-        try:
-            with open(path, "rb") as f:
-                f.seek(offset)
-                out += f.read(length) + b"|"
-        except OSError:
-            out += b"-|"
+    for suffix, length, offset in (("", 4, 24), ("-shm", 48, 0)):
+        got = pins.pread(suffix, length, offset)
+        out += (b"-" if got is None else got) + b"|"
     return out
 
 

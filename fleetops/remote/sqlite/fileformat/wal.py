@@ -27,7 +27,11 @@ def read_wal(path, page_size=None):
     frames after the last commit, a partial frame) is ignored, never applied.
     """
     with open(path, "rb") as fh:
-        data = fh.read()
+        return parse_wal(fh.read(), page_size)
+
+
+def parse_wal(data, page_size=None):
+    """read_wal of a WAL's bytes (read by the caller, e.g. through a pinned descriptor)."""
     res = {"pages": {}, "db_pages": None, "frames_total": 0, "frames_valid": 0,
            "frames_committed": 0, "torn": False, "error": None}
     if len(data) < 32:

@@ -48,7 +48,7 @@ def test_every_check_reports_its_cost(standard_src, tmp_path):
     d = damage.make("healthy", standard_src, tmp_path / "h.db")
     rec = _audit(d.path, jobs=2)
     assert set(rec["checks"]) == {"integrity", "index_honesty", "foreign_keys", "fts:messages_fts",
-                                  "fts:messages_fts_trigram"}
+                                  "fts:messages_fts_trigram", "fts_source"}
     for name, c in rec["checks"].items():
         assert c["seconds"] >= 0 and c["cpu_seconds"] >= 0, (name, c)
         assert c["rchar"] > 0, (name, c)          # every check reads the file

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import sqlite3
+import tempfile
 import subprocess
 import time
 
@@ -82,13 +85,62 @@ def test_closed_wal_db_gets_no_sidecars(standard_src, tmp_path):
     assert (_listing(tmp_path), _sha(db), os.stat(db).st_mtime_ns) == before
 
 
-def test_wal_without_shm_is_not_read_and_no_shm_created(standard_src, tmp_path):
+def _messages(path):
+    """Rows of messages in the image SQLite opens (a private copy of the image, opened normally)."""
+    d = tempfile.mkdtemp()
+    try:
+        for s in ("", "-wal"):
+            if os.path.exists(str(path) + s):
+                shutil.copyfile(str(path) + s, os.path.join(d, "state.db" + s))
+        con = sqlite3.connect(os.path.join(d, "state.db"))
+        try:
+            return con.execute("SELECT count(*) FROM messages NOT INDEXED").fetchone()[0]
+        finally:
+            con.close()
+    finally:
+        shutil.rmtree(d)
+
+
+def test_wal_without_shm_is_the_image_judged_and_no_shm_created(standard_src, tmp_path):
+    """SQLite replays a -wal without -shm on its next open: the audit judges that image, from a
+    private copy, and writes nothing beside the original."""
     db = tmp_path / "state.db"
-    d = build.add_wal_tail(standard_src, db)
+    build.add_wal_tail(standard_src, db)
     if os.path.exists(str(db) + "-shm"):
         os.unlink(str(db) + "-shm")
-    assert os.path.getsize(str(db) + "-wal") > 0, d
+    assert os.path.getsize(str(db) + "-wal") > 0
     before = {f: _sha(tmp_path / f) for f in _listing(tmp_path)}
     rec = hermes_audit.main({"db_path": str(db), "tooling": False})["databases"][0]
-    assert "wal_unread" in [w["code"] for w in rec["warnings"]]
     assert {f: _sha(tmp_path / f) for f in _listing(tmp_path)} == before
+    assert rec["verdict"] == "healthy", rec["reasons"]
+    assert "wal_replayed" in [w["code"] for w in rec["warnings"]]
+    assert rec["wal"]["frames_committed"] > 0
+    assert rec["honesty"]["messages"]["count_scan"] == _messages(db)    # the tail's rows are counted
+
+
+def test_stale_wal_frames_named_for_what_they_are(standard_src, tmp_path):
+    db = tmp_path / "state.db"
+    build.with_stale_wal(standard_src, db)
+    if os.path.exists(str(db) + "-shm"):
+        os.unlink(str(db) + "-shm")
+    rec = hermes_audit.main({"db_path": str(db), "tooling": False})["databases"][0]
+    assert rec["wal"]["stale_frames"] > 0
+    msg = [w["msg"] for w in rec["warnings"] if w["code"] == "wal_replayed"][0]
+    assert "%d frames of an earlier WAL generation" % rec["wal"]["stale_frames"] in msg
+    assert rec["verdict"] == "healthy", rec["reasons"]
+    assert rec["honesty"]["messages"]["count_scan"] == _messages(db)
+
+
+def test_foreign_wal_is_not_healthy(standard_src, tmp_path):
+    """A -wal of another store beside state.db: SQLite would lay its frames over this file, so the
+    image it opens is damaged, and the audit must not call the main file alone healthy."""
+    other = tmp_path / "other" / "state.db"
+    build.realistic_db(other, sessions=6, seed=99)
+    build.add_wal_tail(other, tmp_path / "other2" / "state.db")
+    db = tmp_path / "state.db"
+    shutil.copyfile(standard_src, db)
+    shutil.copyfile(str(tmp_path / "other2" / "state.db") + "-wal", str(db) + "-wal")
+    rec = hermes_audit.main({"db_path": str(db), "tooling": False})["databases"][0]
+    assert rec["wal"]["frames_committed"] > 0
+    assert rec["verdict"] != "healthy", rec["warnings"]
+    assert not os.path.exists(str(db) + "-shm")
