@@ -7,7 +7,8 @@ is either saved, dropped as an exact duplicate, or written to the quarantine fil
 reason, and the report's counts come from table scans and page scans, never an index.
 
 A run is a sequence of stages, each a module of functions taking the one SalvageState
-(state.py): inputs (the image), schema, scan (the page scan), walk (the table walk and the
+(state.py): inputs (the image), schema, scan (the page scan, and the source's indexes read
+as copies of its rows: index_evidence), walk (the table walk and the
 quarantine), write (the output's rows), fts and speculate (the FTS tables), verify (checks,
 rename, report). What the application that made the store knows (values for lost NOT NULL
 columns, its shipped schema) comes in as Rules (rules.py).
@@ -150,6 +151,7 @@ def _stages(s):
         walk.walk_table(s, st)
     s.tick("table_walk", t)
     speculate.speculation_damage_check(s)
+
 
     t = time.monotonic()
     write.write_output(s)

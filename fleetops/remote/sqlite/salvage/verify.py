@@ -265,12 +265,17 @@ def schema_check(s, out):
 
 def table_report(s, st, saved, via_index):
     identified = st.identified + st.undecodable
-    loss = identified - saved - st.duplicates
+    loss = identified - saved - st.duplicates + len(st.lost_by_index)
     accounted = identified == saved + st.duplicates + st.quarantined
     unreadable = dict((str(k), v) for k, v in st.bad_pages.items())
     reasons = []
-    if loss:
-        reasons.append("%d identified rows not saved" % loss)
+    if loss - len(st.lost_by_index):
+        reasons.append("%d identified rows not saved" % (loss - len(st.lost_by_index)))
+    if st.lost_by_index:
+        reasons.append("%d rows its indexes hold that no page gave back" % len(st.lost_by_index))
+    if st.index_held:
+        reasons.append("%d rows held back: in none of its indexes (deleted or superseded rows "
+                       "on a stale page)" % len(st.index_held))
     if unreadable:
         reasons.append("%d unreadable pages in its tree" % len(unreadable))
     if st.bad_cells:
@@ -314,6 +319,10 @@ def table_report(s, st, saved, via_index):
         "suspect_rows": dict((str(k), st.suspect[k]) for k in sorted(st.suspect)[:100]),
         "suspect_count": len(st.suspect),
         "loss_rows": loss,
+        "lost_known_from_indexes": len(st.lost_by_index),
+        "lost_rowids_from_indexes": st.lost_by_index[:100],
+        "held_back_not_in_indexes": sorted(st.index_held)[:100],
+        "rowid_moved": dict((str(k), v) for k, v in sorted(st.index_moved.items())[:100]),
         "accounted": accounted,
         "verdict": "complete" if not reasons else "partial",
         "verdict_reasons": reasons,

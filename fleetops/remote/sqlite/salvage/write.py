@@ -8,7 +8,7 @@ import sqlite3
 import time
 
 from fleetops.remote.sqlite.fileformat.record import InvalidText, text_or_invalid
-from fleetops.remote.sqlite.salvage import fts, walk
+from fleetops.remote.sqlite.salvage import fts, index_evidence, walk
 from fleetops.remote.sqlite.salvage.model import Version
 from fleetops.remote.sqlite.salvage.sqlutil import _one, _uri
 from fleetops.remote.sqlite.sql import quote_ident
@@ -100,6 +100,7 @@ def write_output(s):
     for name in load_order(s):
         load_table(s, s.states[name])
     apply_repairs(s)
+    index_evidence.judge_saved(s)
     fk_fix(s)
     check_against_copies(s)
     out.execute("BEGIN")
@@ -234,6 +235,7 @@ def load_plan(s, st):
     st.page_scan_only = 0
     st.identified = 0
     foreign = foreign_ranges(s, st)
+    judge = index_evidence.judge_for(s, st)
 
     def in_foreign(k):
         return not isinstance(k, tuple) and any(
@@ -255,7 +257,8 @@ def load_plan(s, st):
         if not st.keys[rowid]:
             continue
         versions = sorted(st.keys[rowid].values(),
-                          key=lambda v: (doubtful and v.walk and not v.lineage, bool(v.suspect),
+                          key=lambda v: (index_evidence.version_rank(judge, rowid, v),
+                                         doubtful and v.walk and not v.lineage, bool(v.suspect),
                                          not v.walk, not v.lineage, -v.instances,
                                          v.first_page or 0))
         for v in versions:
