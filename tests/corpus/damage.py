@@ -1100,12 +1100,12 @@ def sessions_leaf_lost_write(src, out) -> Damage:
     return _base(d, ref, out, gt)
 
 
-def interior_child_pointer_bit_flipped(src, out) -> Damage:
-    """One bit flipped in a child pointer of an interior page: the lowest bit of the
-    right-most child pointer (page header offset 8) of the sessions root, so it names the
+def interior_child_pointer_bit_flipped(src, out, bit: int = 0) -> Damage:
+    """One bit flipped in a child pointer of an interior page: the lowest bit (``bit``) of
+    the right-most child pointer (page header offset 8) of the sessions root, so it names the
     page next to its leaf. That leaf is orphaned, intact (``unreachable``); SQLite's walk
-    of sessions reads the page now named as a sessions leaf. A perfect salvage returns every
-    row once, as it was, and no row of the page now named."""
+    of sessions reads the page now named (whatever it is) in its place. A perfect salvage
+    returns every row once, as it was, and no row of the page now named."""
     src, out, gt = _start("interior_child_pointer_bit_flipped", src, out)
     root = pagefile.root_pages(src)["sessions"]
     with PageFile(out, writable=True) as pf:
@@ -1117,13 +1117,13 @@ def interior_child_pointer_bit_flipped(src, out) -> Damage:
         (was,) = struct.unpack_from(">I", data, off)
         if was != page.right_child:
             raise RuntimeError("right-most child pointer not at header offset 8")
-        now = was ^ 1
+        now = was ^ (1 << bit)
         struct.pack_into(">I", data, off, now)
         orphan_ids = {c.rowid for c in pf.cells(pf.parse_page(was))}
         pf.write_page(root, bytes(data))
     owners = pagefile.page_owners(src)
     d = Damage("interior_child_pointer_bit_flipped",
-               f"sessions root {root}: right-most child pointer {was} -> {now} (bit 0 flipped); "
+               f"sessions root {root}: right-most child pointer {was} -> {now} (bit {bit} flipped); "
                f"leaf {was} orphaned, page {now} ({owners.get(now)}) read in its place",
                "structural_corruption", unreachable={"sessions": orphan_ids}, pages=[root],
                expect_errors_in={"sessions"},
