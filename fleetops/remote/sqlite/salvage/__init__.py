@@ -8,8 +8,8 @@ reason, and the report's counts come from table scans and page scans, never an i
 
 A run is a sequence of stages, each a module of functions taking the one SalvageState
 (state.py): inputs (the image), schema, scan (the page scan, and the source's indexes read
-as copies of its rows: index_evidence), walk (the table walk and the
-quarantine), write (the output's rows), fts and speculate (the FTS tables), verify (checks,
+as copies of its rows: index_evidence), walk (the table walk and the quarantine), write
+(the output's rows), fts, speculate, ftsbuild and ftscheck (the FTS tables), verify (checks,
 rename, report). What the application that made the store knows (values for lost NOT NULL
 columns, its shipped schema) comes in as Rules (rules.py).
 
@@ -30,7 +30,7 @@ from fleetops.remote.sqlite.salvage import (
     walk,
     write,
 )
-from fleetops.remote.sqlite.salvage.fts import put_fts_config
+from fleetops.remote.sqlite.salvage.ftscheck import put_fts_config
 from fleetops.remote.sqlite.salvage.rules import Rules
 from fleetops.remote.sqlite.salvage.sqlutil import _file_fingerprints
 from fleetops.remote.sqlite.salvage.state import (
@@ -71,7 +71,7 @@ def run(s):
             _stages(s)
         except SalvageInputError:
             raise
-        except Exception as e:  # noqa: BLE001 - every failure is the salvage's, named as such
+        except Exception as e:
             inputs.discard_output(s)
             s.report["verdict"] = "failed"
             s.report["error"] = "%s: %s" % (type(e).__name__, e)

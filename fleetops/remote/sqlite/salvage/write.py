@@ -8,8 +8,9 @@ import sqlite3
 import time
 
 from fleetops.remote.sqlite.fileformat.record import InvalidText, text_or_invalid
-from fleetops.remote.sqlite.salvage import fts, index_evidence, walk
+from fleetops.remote.sqlite.salvage import fts, ftsbuild, index_evidence, walk
 from fleetops.remote.sqlite.salvage.model import Version
+from fleetops.remote.sqlite.salvage.rules import load_order
 from fleetops.remote.sqlite.salvage.sqlutil import _one, _uri
 from fleetops.remote.sqlite.sql import quote_ident
 
@@ -110,7 +111,7 @@ def write_output(s):
     copy_sequence(s)
     if s.fts_jobs:
         t = time.monotonic()
-        fts.build_fts(s)
+        ftsbuild.build_fts(s)
         s.tick("fts_build", t)
 
 
@@ -204,11 +205,6 @@ def vote(s, votes, tn, name, content, cols, exprs):
     if unread:
         s.notes.append("%s: %d rows not checked against %s (that copy unreadable)"
                        % (tn, unread, name))
-
-
-def load_order(s):
-    names = list(s.states)
-    return [n for n in s.rules.repair_order if n in names] + [n for n in names if n not in s.rules.repair_order]
 
 
 def foreign_ranges(s, st):
