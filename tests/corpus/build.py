@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import tempfile
 import time
@@ -189,6 +190,31 @@ def with_deleted_run(src, dst, run: int = 10) -> dict:
     """Copy ``src`` to ``dst`` with ``run`` consecutive sessions deleted by the real SessionDB
     (secure_delete=OFF): whole sessions and messages leaves freed, still readable."""
     return _derive(src, dst, "delete_run", False, run=run)
+
+
+def later_state(src, dst, delete: str, retitle: dict) -> dict:
+    """Copy ``src`` to ``dst`` after Hermes worked on: session ``delete`` deleted, each of
+    ``retitle`` ({id: title}) resumed and titled (hermes_gen.later, with the real SessionDB
+    of the version that wrote ``src``)."""
+    return _derive(src, dst, "later", False, hermes=writer_of(src), delete=delete, retitle=retitle)
+
+
+def writer_of(path) -> str:
+    """The version of the matrix whose SessionDB writes the schema_version ``path`` holds."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        have = con.execute("SELECT version FROM schema_version").fetchone()[0]
+    finally:
+        con.close()
+    for v in hermes_matrix.VERSIONS:
+        def make(tmp: Path, version: str = v.version):
+            db = tmp / "schema" / "state.db"
+            db.parent.mkdir(parents=True)
+            return db, _run_gen({"mode": "schema", "path": str(db), "hermes": version}, tmp)
+        _db, meta = _cached({"mode": "schema", "hermes": v.version}, make)
+        if meta["schema_version"] == have:
+            return v.version
+    raise ValueError(f"{path}: schema_version {have} is no version of the matrix")
 
 
 def standard_db(path, hermes: str = hermes_matrix.OLDEST) -> dict:

@@ -16,6 +16,7 @@ Field names:
   scan returns twice. expected_rows: rowids a perfect salvage returns, per base table.
 - truth_path: a healthy image whose truth.ground_truth() gives the expected values.
 - deleted_on_freelist: deleted rows still readable on freelist pages; must never come back.
+- deleted_in_file: deleted rows still readable elsewhere (a stale page); must never come back.
 """
 from __future__ import annotations
 
@@ -54,6 +55,7 @@ class Damage:
     pages: List[int] = field(default_factory=list)  # pages this case wrote
     schema_from: Optional[str] = None
     deleted_on_freelist: Dict[str, Set[int]] = field(default_factory=dict)
+    deleted_in_file: Dict[str, Set[int]] = field(default_factory=dict)
     extra: Dict[str, object] = field(default_factory=dict)
 
 
@@ -1046,6 +1048,103 @@ def wal_stale_frames(src, out) -> Damage:
     return d
 
 
+def sessions_leaf_lost_write(src, out) -> Damage:
+    """A lost write: a sessions leaf reverted to an older, well-formed version of itself.
+
+    The older version is the real page of an earlier state of the same store (src); the store
+    then went on with the real SessionDB: one session of that leaf deleted, two resumed and
+    titled, so the leaf was rewritten in place (same page number, same tree). The damage puts
+    the earlier bytes of that one page back into the later file; every index (and every
+    other page) holds the later state. ``extra["stale"]``: the two rows whose content reads
+    as the earlier one; ``deleted_in_file``: the deleted session, readable on the stale leaf.
+    """
+    src = Path(src)
+    out = Path(out)
+    root = pagefile.root_pages(src)["sessions"]
+    con = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+    try:
+        with PageFile(src) as pf:
+            _, leaves = pf.walk(root)
+            full = [pg for pg in leaves if len(pf.cells(pf.parse_page(pg))) >= 3
+                    and not any(c.overflow for c in pf.cells(pf.parse_page(pg)))]
+            leaf = full[len(full) // 2]
+            old_page = pf.read_page(leaf)
+            rowids = [c.rowid for c in pf.cells(pf.parse_page(leaf))]
+        rows = [con.execute("SELECT rowid, id, title, length(system_prompt), (SELECT count(*) "
+                            "FROM sessions c WHERE c.parent_session_id = s.id) FROM sessions s "
+                            "NOT INDEXED WHERE rowid = ?", (r,)).fetchone() for r in rowids]
+    finally:
+        con.close()
+    untitled = [r for r in rows if r[2] is None] or rows
+    a = untitled[0]
+    victim = max((r for r in rows if r is not a and not r[4]), key=lambda r: r[3] or 0)
+    b = next(r for r in rows if r is not a and r is not victim)
+    retitle = {a[1]: "Resumed After The Copy #%d" % a[0], b[1]: "Renamed Later #%d" % b[0]}
+    ref = out.parent / "truth" / "state.db"
+    meta = build.later_state(src, ref, victim[1], retitle)
+    build.copy_image(ref, out)
+    with PageFile(out, writable=True) as pf:
+        page = pf.parse_page(leaf)
+        now = [c.rowid for c in pf.cells(page)] if page.is_leaf and page.is_table else None
+        if now != [r for r in rowids if r != victim[0]]:
+            raise RuntimeError(f"sessions leaf {leaf} was not rewritten in place ({now})")
+        pf.write_page(leaf, old_page)
+    gt = truth.ground_truth(ref)
+    cols = gt["tables"]["sessions"]["columns"]
+    stale = {}
+    con = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+    try:
+        for r in (a, b):
+            was = con.execute("SELECT * FROM sessions NOT INDEXED WHERE rowid = ?", (r[0],)).fetchone()
+            stale[r[0]] = [(c, v) for c, v, w in zip(cols, was, gt["tables"]["sessions"]["rows"][r[0]])
+                           if v != w]
+    finally:
+        con.close()
+    d = Damage("sessions_leaf_lost_write",
+               f"sessions leaf {leaf} holds its bytes from before session {victim[0]} was deleted "
+               f"and sessions {a[0]}, {b[0]} were titled", "structural_corruption",
+               truth_path=str(ref), pages=[leaf], expect_errors_in=set(),
+               deep_errors_in={n for n, _p, _c in _indexes_of(ref, "sessions")},
+               extra={"stale": {r: dict(v) for r, v in stale.items()}, "leaf": leaf,
+                      "altered": [("sessions", r, c, v) for r, vs in stale.items() for c, v in vs],
+                      "later": meta})
+    d.deleted_in_file = {"sessions": {victim[0]}}
+    d.deleted_on_freelist = deleted_on_freelist_rows(ref, gt)
+    return _base(d, ref, out, gt)
+
+
+def interior_child_pointer_bit_flipped(src, out, bit: int = 0) -> Damage:
+    """One bit flipped in a child pointer of an interior page: the lowest bit (``bit``) of
+    the right-most child pointer (page header offset 8) of the sessions root, so it names the
+    page next to its leaf. That leaf is orphaned, intact (``unreachable``); SQLite's walk
+    of sessions reads the page now named (whatever it is) in its place. A perfect salvage
+    returns every row once, as it was, and no row of the page now named."""
+    src, out, gt = _start("interior_child_pointer_bit_flipped", src, out)
+    root = pagefile.root_pages(src)["sessions"]
+    with PageFile(out, writable=True) as pf:
+        page = pf.parse_page(root)
+        if page.is_leaf:
+            raise RuntimeError("sessions root is a leaf: no child pointer to flip")
+        off = 8 + (100 if root == 1 else 0)
+        data = bytearray(page.data)
+        (was,) = struct.unpack_from(">I", data, off)
+        if was != page.right_child:
+            raise RuntimeError("right-most child pointer not at header offset 8")
+        now = was ^ (1 << bit)
+        struct.pack_into(">I", data, off, now)
+        orphan_ids = {c.rowid for c in pf.cells(pf.parse_page(was))}
+        pf.write_page(root, bytes(data))
+    owners = pagefile.page_owners(src)
+    d = Damage("interior_child_pointer_bit_flipped",
+               f"sessions root {root}: right-most child pointer {was} -> {now} (bit {bit} flipped); "
+               f"leaf {was} orphaned, page {now} ({owners.get(now)}) read in its place",
+               "structural_corruption", unreachable={"sessions": orphan_ids}, pages=[root],
+               expect_errors_in={"sessions"},
+               deep_errors_in={"sessions"} | {n for n, _p, _c in _indexes_of(src, "sessions")},
+               extra={"orphaned": was, "now_named": now, "now_named_owner": owners.get(now)})
+    return _base(d, src, out, gt)
+
+
 ALL_CASES: Dict[str, Callable[..., Damage]] = {f.__name__: f for f in (
     healthy, fts_pages_overwritten, fts_doclist_bit_flipped, session_duplicated_behind_title_index, unique_index_emptied,
     not_null_nulled, interior_page_zeroed, page1_damaged, schema_page_damaged, zero_length,
@@ -1053,7 +1152,8 @@ ALL_CASES: Dict[str, Callable[..., Damage]] = {f.__name__: f for f in (
     torn_wal, deleted_on_freelist, freelist_trunk_pointer_damaged, freelist_trunk_page_damaged,
     truncated_copy, header_zeroed, interior_points_at_foreign_leaf, schema_page_lost,
     invalid_utf8_in_rows, header_magic_damaged, header_page_size_damaged, header_freelist_damaged,
-    header_zeroed_alone, overflow_chains_damaged, wal_stale_frames)}
+    header_zeroed_alone, overflow_chains_damaged, wal_stale_frames, sessions_leaf_lost_write,
+    interior_child_pointer_bit_flipped)}
 
 
 def make(name: str, src, out) -> Damage:

@@ -319,6 +319,35 @@ def delete_run(p: dict) -> dict:
     return {"run_deleted_sessions": victims, "run_deleted_message_ids": sorted(msgs)}
 
 
+def later(p: dict) -> dict:
+    """What Hermes does to a store after an earlier copy of it was taken: p["delete"] (a
+    session id) deleted, each session of p["retitle"] ({id: title}) resumed, answered and
+    (re)titled, all with the real SessionDB (secure_delete=OFF, like the build's deletes)."""
+    src = Path(p["path"])
+    rng = random.Random(p.get("seed", 1) * 104729)
+    text = Text(rng)
+    start = sqlite3.connect(str(src)).execute("SELECT max(timestamp) FROM messages").fetchone()[0]
+    clock = FakeClock(float(start or 1.78e9) + 3600.0)
+    db = open_db(src, clock)
+    db._conn.execute("PRAGMA secure_delete=OFF")
+    msgs = [r[0] for r in db._conn.execute("SELECT id FROM messages WHERE session_id = ?",
+                                           (p["delete"],))]
+    db.delete_session(p["delete"])
+    added = {}
+    for sid, title in sorted(p["retitle"].items()):
+        clock.advance(rng.uniform(60, 600))
+        ids = [db.append_message(sid, "user", content=text.user(), timestamp=clock.now)]
+        clock.advance(rng.uniform(2, 60))
+        ids.append(db.append_message(sid, "assistant", content=text.assistant(False),
+                                     finish_reason="stop", timestamp=clock.now,
+                                     token_count=rng.randint(50, 4000)))
+        db.set_session_title(sid, title)
+        added[sid] = ids
+    db.close()
+    return {"deleted_session": p["delete"], "deleted_message_ids": sorted(msgs),
+            "added_message_ids": added}
+
+
 def schema(p: dict) -> dict:
     """The sqlite_schema rows the real SessionDB writes into a new state.db (in creation
     order), and its schema_version: what fleetops ships as a version's fallback DDL."""
@@ -337,7 +366,7 @@ def main() -> None:
     p = json.loads(sys.argv[1])
     import hermes_state  # noqa: F401  (fail early and clearly if the venv is wrong)
     meta = {"build": build, "wal_tail": wal_tail, "delete_run": delete_run,
-            "schema": schema}[p["mode"]](p)
+            "later": later, "schema": schema}[p["mode"]](p)
     meta["sqlite_version"] = sqlite3.sqlite_version
     try:
         from importlib.metadata import PackageNotFoundError, version

@@ -27,7 +27,8 @@ REQUIRED = {"fts_pages_overwritten", "session_duplicated_behind_title_index", "u
             "header_zeroed", "interior_points_at_foreign_leaf", "schema_page_lost",
             "invalid_utf8_in_rows", "header_magic_damaged", "header_page_size_damaged",
             "header_freelist_damaged", "header_zeroed_alone", "overflow_chains_damaged",
-            "wal_stale_frames", "fts_doclist_bit_flipped"}
+            "wal_stale_frames", "fts_doclist_bit_flipped", "sessions_leaf_lost_write",
+            "interior_child_pointer_bit_flipped"}
 
 
 # ---------------------------------------------------------------- oracles
@@ -434,6 +435,57 @@ def test_page_referenced_twice(damaged, pristine_db):
     assert sum(scan.values()) == n - len(orphan) + len(dup)
     with pagefile.PageFile(d.path) as out:
         assert {c.rowid for c in out.cells(out.parse_page(b))} == orphan
+
+
+def test_sessions_leaf_lost_write(damaged, pristine_db):
+    """One page differs from the later state: it is, byte for byte, that page of the earlier
+    state (pristine_db), well-formed; the indexes hold the later rows."""
+    d = damaged("sessions_leaf_lost_write")
+    leaf = d.extra["leaf"]
+    with pagefile.PageFile(d.truth_path) as later, pagefile.PageFile(d.path) as out, \
+            pagefile.PageFile(pristine_db) as early:
+        changed = [p for p in range(1, later.page_count + 1) if later.read_page(p) != out.read_page(p)]
+        assert changed == [leaf] == d.pages
+        assert out.read_page(leaf) == early.read_page(leaf) != later.read_page(leaf)
+    errs, _ = errors_by_object(d.path, pristine_db)
+    assert set(errs) == d.expect_errors_in == set()          # quick_check: ok
+    deep, _ = errors_by_object(d.path, pristine_db, "integrity_check")
+    assert set(deep) == d.deep_errors_in
+    (victim,) = d.deleted_in_file["sessions"]
+    now, later_rows = base_truth(d.path)["sessions"], base_truth(d.truth_path)["sessions"]
+    assert victim in now["rows"] and victim not in later_rows["rows"]
+    assert victim in base_truth(pristine_db)["sessions"]["rows"]
+    cols = now["columns"]
+    for rid, old in d.extra["stale"].items():
+        assert "title" in old and old
+        for col, v in old.items():
+            assert now["rows"][rid][cols.index(col)] == v != later_rows["rows"][rid][cols.index(col)]
+    con = ro(d.path)
+    titles = dict(con.execute("SELECT rowid, title FROM sessions INDEXED BY idx_sessions_title_unique "
+                              "WHERE title IS NOT NULL"))
+    for rid in d.extra["stale"]:
+        assert titles[rid] == later_rows["rows"][rid][cols.index("title")]
+    ids = {r[0] for r in con.execute("SELECT rowid FROM sessions INDEXED BY sqlite_autoindex_sessions_1")}
+    assert victim not in ids and ids == set(later_rows["rows"]) == d.expected_rows["sessions"]
+
+
+def test_interior_child_pointer_bit_flipped(damaged, pristine_db):
+    d = damaged("interior_child_pointer_bit_flipped")
+    (root,) = d.pages
+    was, now = d.extra["orphaned"], d.extra["now_named"]
+    with pagefile.PageFile(pristine_db) as src, pagefile.PageFile(d.path) as out:
+        a, b = src.read_page(root), out.read_page(root)
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        assert len(diff) == 1 and a[diff[0]] ^ b[diff[0]] == 1
+        assert out.parse_page(root).right_child == now == was ^ 1
+        assert {c.rowid for c in out.cells(out.parse_page(was))} == d.unreachable["sessions"]
+    errs, _ = errors_by_object(d.path, pristine_db)
+    assert set(errs) == d.expect_errors_in
+    deep, _ = errors_by_object(d.path, pristine_db, "integrity_check")
+    assert set(deep) == d.deep_errors_in
+    scan = {r[0] for r in ro(d.path).execute("SELECT rowid FROM sessions NOT INDEXED")}
+    assert not scan & d.unreachable["sessions"]
+    assert d.expected_rows["sessions"] == set(base_truth(pristine_db)["sessions"]["rows"])
 
 
 def test_torn_wal(damaged, pristine_db):

@@ -287,12 +287,18 @@ def repair(loc, args):
             _save_report(loc, work, report)
             return _fail(loc, args, "salvage of %s failed: %s" % (image, report["salvage_error"]), report)
         report["salvage"] = dict((k, rep.get(k)) for k in (
-            "verdict", "verdict_reasons", "loss_rows", "identified_rows", "saved_rows", "quarantined_total",
-            "quarantine_file", "verification", "output_sha256", "output_size"))
+            "verdict", "verdict_reasons", "loss_rows", "lost_known_from_indexes", "identified_rows",
+            "saved_rows", "quarantined_total", "quarantine_file", "verification", "output_sha256",
+            "output_size"))
         report["salvage"]["tables"] = dict((t, dict((k, v.get(k)) for k in (
-            "identified", "saved", "duplicates_dropped", "repaired", "quarantined", "loss_rows", "verdict",
-            "unreadable_pages"))) for t, v in (rep.get("tables") or {}).items())
-        loss = int(rep.get("loss_rows") or 0)
+            "identified", "saved", "duplicates_dropped", "repaired", "quarantined", "loss_rows",
+            "lost_known_from_indexes", "verdict", "unreadable_pages")))
+            for t, v in (rep.get("tables") or {}).items())
+        # held against max_loss_rows: the rows salvage read and did not save; rows on
+        # unreadable pages (those the indexes name, in salvage's loss_rows) are reported
+        gone = int(rep.get("lost_known_from_indexes") or 0)
+        report["lost_on_unreadable_pages"] = gone
+        loss = int(rep.get("loss_rows") or 0) - gone
         if rep.get("verdict") == "failed" or not os.path.exists(new_db):
             report["result"] = "failed"
             _save_report(loc, work, report)
@@ -316,8 +322,10 @@ def repair(loc, args):
         report["result"] = "refused_loss"
         _save_report(loc, work, report)
         return _fail(loc, args, "the repair would lose %d row(s), more than max_loss_rows=%d (%s)" % (
-            loss, max_loss, ", ".join("%s %d" % (t, v["loss_rows"]) for t, v in
-                                      sorted(report["salvage"]["tables"].items()) if v.get("loss_rows"))), report)
+            loss, max_loss, ", ".join(
+                "%s %d" % (t, v["loss_rows"] - (v.get("lost_known_from_indexes") or 0))
+                for t, v in sorted(report["salvage"]["tables"].items())
+                if v.get("loss_rows") != (v.get("lost_known_from_indexes") or 0))), report)
     report["result"] = "ready"
     _save_report(loc, work, report)
     sv = report.get("salvage") or {}

@@ -7,8 +7,9 @@ is either saved, dropped as an exact duplicate, or written to the quarantine fil
 reason, and the report's counts come from table scans and page scans, never an index.
 
 A run is a sequence of stages, each a module of functions taking the one SalvageState
-(state.py): inputs (the image), schema, scan (the page scan), walk (the table walk and the
-quarantine), write (the output's rows), fts and speculate (the FTS tables), verify (checks,
+(state.py): inputs (the image), schema, scan (the page scan, and the source's indexes read
+as copies of its rows: index_evidence), walk (the table walk and the quarantine), write
+(the output's rows), fts, speculate, ftsbuild and ftscheck (the FTS tables), verify (checks,
 rename, report). What the application that made the store knows (values for lost NOT NULL
 columns, its shipped schema) comes in as Rules (rules.py).
 
@@ -29,7 +30,7 @@ from fleetops.remote.sqlite.salvage import (
     walk,
     write,
 )
-from fleetops.remote.sqlite.salvage.fts import put_fts_config
+from fleetops.remote.sqlite.salvage.ftscheck import put_fts_config
 from fleetops.remote.sqlite.salvage.rules import Rules
 from fleetops.remote.sqlite.salvage.sqlutil import _file_fingerprints
 from fleetops.remote.sqlite.salvage.state import (
@@ -70,7 +71,7 @@ def run(s):
             _stages(s)
         except SalvageInputError:
             raise
-        except Exception as e:  # noqa: BLE001 - every failure is the salvage's, named as such
+        except Exception as e:
             inputs.discard_output(s)
             s.report["verdict"] = "failed"
             s.report["error"] = "%s: %s" % (type(e).__name__, e)
@@ -150,6 +151,7 @@ def _stages(s):
         walk.walk_table(s, st)
     s.tick("table_walk", t)
     speculate.speculation_damage_check(s)
+
 
     t = time.monotonic()
     write.write_output(s)

@@ -2,7 +2,6 @@
 private scratch database, several at once, then copied in with its triggers; or, where that
 cannot be prepared, created before the rows and filled one by one as they go in.
 """
-import concurrent.futures
 import os
 import re
 import sqlite3
@@ -10,7 +9,8 @@ import tempfile
 import threading
 import time
 
-from fleetops.remote.sqlite.salvage import speculate, verify, write
+from fleetops.remote.sqlite.salvage.ftscheck import fts_config_rows, keep_fts_config
+from fleetops.remote.sqlite.salvage.rules import load_order
 from fleetops.remote.sqlite.salvage.sqlutil import _schema_names, _uri
 from fleetops.remote.sqlite.sql import quote_ident
 
@@ -31,7 +31,7 @@ def create_fts(s, name, trigs):
         for r in trigs:
             out.execute(r["sql"])
         if name + "_config" in _schema_names(out, "table"):
-            cfg = verify.keep_fts_config(s, out, name, _fts_config_rows(out, name + "_config"))
+            cfg = keep_fts_config(s, out, name, fts_config_rows(out, name + "_config"))
             s.fts_config_expected[name] = cfg
         out.execute("RELEASE fts")
         rep["created"] = True
@@ -93,7 +93,7 @@ def fts_prepare(s, name, trigs, est_bytes=None):
             return None, "trigger %s is on %r, not a salvaged rowid table" % (r["name"], tn)
         if tn not in on:
             on.append(tn)
-    order = write.load_order(s)
+    order = load_order(s)
     on.sort(key=order.index)
     # tables the triggers read (a WHEN clause on state_meta keys): in the scratch database
     # too, with their salvaged rows, loaded first so the triggers decide as in the output
@@ -139,7 +139,7 @@ def fts_prepare(s, name, trigs, est_bytes=None):
             con.execute(r["sql"])
         cfg = name + "_config"
         if cfg in job.shadows:
-            job.config = _fts_config_rows(con, cfg)
+            job.config = fts_config_rows(con, cfg)
         con.execute("COMMIT")
         # FTS5 bulk settings: only in the scratch database; its _config table is not
         # copied, so the output keeps the rows its own CREATE VIRTUAL TABLE wrote
@@ -227,71 +227,6 @@ def run_fts_job(s, job):
     job.cpu_seconds = _thread_cpu() - c0 if c0 is not None else None
 
 
-def build_fts(s):
-    """Build every prepared FTS table in its scratch database, as many at once as there
-    are cores (those built speculatively from the image are kept when their input proves
-    to be the final rows); each is copied into the output with its triggers as soon as it
-    is built, and checked there (fresh connection) while the others are still building."""
-    todo = speculate.settle_speculation(s)
-    running = [j for j in s.fts_jobs if j.future is not None]
-    workers = s.fts_workers or _cpus()
-    workers = max(1, min(workers, len(todo) + len(running)))
-
-    def run(job):
-        try:
-            run_fts_job(s, job)
-        except (sqlite3.Error, OSError) as e:
-            job.error = "scratch build failed: %s" % e
-        return job
-
-    def done(job, others_running):
-        install_fts(s, job)
-        try:
-            os.unlink(job.path)
-        except OSError:
-            pass
-        if others_running and job.name in s.fts_created:
-            con = sqlite3.connect(s.tmp_out, isolation_level=None, timeout=600)
-            try:
-                verify.fts_check(s, job.name, con)
-            finally:
-                con.close()
-            s.fts_checked.add(job.name)
-
-    s.report["fts_build"] = {"mode": "scratch", "workers": workers}
-    if workers == 1 and not running:
-        for job in sorted(todo, key=lambda j: -j.est_bytes):
-            done(run(job), False)
-        return
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers)
-    try:
-        futs = {}
-        for job in sorted(todo, key=lambda j: -j.est_bytes):    # longest first
-            futs[pool.submit(run, job)] = job
-        for job in running:
-            futs[job.future] = job
-        pending = set(futs)
-        while pending:
-            finished, pending = concurrent.futures.wait(
-                pending, return_when=concurrent.futures.FIRST_COMPLETED)
-            for f in finished:
-                job = futs[f]
-                if job.spec_error is not None:
-                    # the image could not be read through: build it from the output
-                    s.notes.append("FTS table %s: speculative build from the image "
-                                   "failed (%s); built from the output"
-                                   % (job.name, job.spec_error))
-                    new = speculate.fresh_job(s, job)
-                    if new is not None:
-                        nf = pool.submit(run, new)
-                        futs[nf] = new
-                        pending.add(nf)
-                    continue
-                done(job, bool(pending))
-    finally:
-        pool.shutdown(wait=True)
-
-
 def install_fts(s, job):
     """The FTS table from the source's DDL, its shadow tables' rows copied as they are
     from the scratch build, then its triggers: one transaction, never one without the
@@ -336,7 +271,7 @@ def install_fts(s, job):
                             % (quote_ident(sname), quote_ident(sname)))
             for r in job.trigs:
                 out.execute(r["sql"])
-            cfg = verify.keep_fts_config(s, out, name, job.config)
+            cfg = keep_fts_config(s, out, name, job.config)
             out.execute("COMMIT")
             rep["created"] = True
             s.fts_created.append(name)
@@ -377,22 +312,6 @@ class _FtsJob(object):
         self.lock = threading.Lock()  # held to interrupt or to close that connection
         self.stop = False
         self.priority = 0             # which speculative build starts first
-
-
-def _fts_config_rows(con, table):
-    return [list(r) for r in con.execute("SELECT k, v FROM main.%s ORDER BY k" % quote_ident(table))]
-
-
-def put_fts_config(con, name, src_rows, ddl_rows, schema="main"):
-    """Write the source's FTS settings (rows of its _config) into the new table's _config, with
-    `version` as this SQLite's CREATE wrote it; returns the rows written."""
-    want = dict((k, v) for k, v in src_rows if k != "version")
-    want.update((k, v) for k, v in ddl_rows if k == "version")
-    cfg = "%s.%s" % (schema, quote_ident(name + "_config"))
-    con.execute("DELETE FROM %s" % cfg)
-    for k, v in sorted(want.items()):
-        con.execute("INSERT INTO %s(k, v) VALUES (?, ?)" % cfg, (k, v))
-    return [[k, want[k]] for k in sorted(want)]
 
 
 def _fdatasync_path(path):

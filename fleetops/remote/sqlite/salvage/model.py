@@ -237,6 +237,7 @@ class TableState(object):
         self.freelist_records = 0
         self.repaired = []
         self.quarantined = 0
+        self.quarantined_keys = set()   # rowids of rows quarantined (counted)
         self.quarantine_reasons = {}
         self.undecodable = 0
         self.held_back = {}      # reason -> rows of orphan pages not restored
@@ -244,6 +245,10 @@ class TableState(object):
         self.foreign_read = 0
         self.invalid_text = []   # rowids saved with text that is not valid UTF-8
         self.suspect = {}        # rowid saved -> why its content is in doubt
+        # ---- written by indexes.judge_saved
+        self.index_held = []     # rowids saved then held back: in none of the table's indexes
+        self.index_moved = {}    # rowid saved -> the rowids its index entries carry (damaged key)
+        self.lost_by_index = []  # rowids the indexes hold that no page gave back
 
     def add(self, rowid, values, walk=False, cell=None, lineage=False):
         versions = self.keys.setdefault(rowid, {})

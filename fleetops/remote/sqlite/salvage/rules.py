@@ -27,3 +27,9 @@ class Rules(object):
         self.repair_order = list(repair_order)
         self.lost_schema = lost_schema
         self.recognised_as = recognised_as
+
+
+def load_order(s):
+    """The target tables in the order their rows go in: the rules' repair_order first."""
+    names = list(s.states)
+    return [n for n in s.rules.repair_order if n in names] + [n for n in names if n not in s.rules.repair_order]

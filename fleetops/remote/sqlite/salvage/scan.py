@@ -1,9 +1,11 @@
 """The page scan: every page classified by the file-format reader, every table leaf decoded
 and given to its table (by root page, else by the shape of its rows), free pages held back.
 """
+import time
+
 from fleetops.remote.sqlite.fileformat.btree import PAGE_TYPE_NAMES, TABLE_LEAF
 from fleetops.remote.sqlite.fileformat.errors import FormatError
-from fleetops.remote.sqlite.salvage import walk
+from fleetops.remote.sqlite.salvage import index_evidence, walk
 from fleetops.remote.sqlite.salvage.model import (
     Table,
     _affinity,
@@ -23,6 +25,9 @@ def page_scan(s):
             roots[r["rootpage"]] = r["name"]
     cls = s.reader.classify_pages(roots)
     s.classes = cls
+    t0 = time.monotonic()
+    index_evidence.read_copies(s)
+    s.tick("index_read", t0)
     rd = s.reader
     freelist, s.free_evidence = _free_pages(rd, cls, s.header_inferred)
     s.free_set = freelist
@@ -32,6 +37,7 @@ def page_scan(s):
     s.report["pages"] = {"total": rd.page_count, "page_size": rd.page_size,
                          "by_kind": counts,
                          "freelist_errors": cls["freelist"]["errors"]}
+    mirror_double_refs(s, cls)
     # lineage
     for name, st in s.states.items():
         w = cls["walks"].get(name)
@@ -158,10 +164,13 @@ def page_scan(s):
 
 def hold_back(s, pgno, st, recs):
     """True (and the rows quarantined, with the reason) when an orphan leaf may be a
-    former page rather than a lost live one: nothing in its table's tree can have lost
+    former page rather than a lost live one: its table's indexes do not hold every row of
+    it, as it reads, under keys its tree lacks (index_evidence.vouch_for_orphan), and nothing in its table's tree can have lost
     its keys (no unreadable page, no double reference, no foreign leaf over them), or
     the free pages are not all known and no interior page still points at it."""
     keys = [c.rowid for c, v in recs if c.rowid is not None]
+    if index_evidence.vouch_for_orphan(s, st, recs):
+        return False
     holes = tree_holes(s, st)
     covered = all(any((lo is None or k > lo) and (hi is None or k <= hi)
                       for lo, hi in holes) for k in keys)
@@ -245,6 +254,39 @@ def foreign_leaves(s, st):
             if v is not None and c.rowid is not None:
                 ck = _content_key(_normalize(st.t, c.rowid, v))
                 st.foreign_cells.setdefault(c.rowid, {})[ck] = pgno
+
+
+def mirror_double_refs(s, cls):
+    """A page two trees reach belongs to at most one of them, and the walk that reached it
+    first took it as its own: noted in that walk too, with the other tree as its possible
+    owner and the page's own keys as the range it covers (so foreign_leaves weighs it).
+    When its records fit the other tree's table better, it is no leaf of the first one's
+    lineage: SQLite's walk of the first returns another table's rows there."""
+    walks = cls["walks"]
+    for w in list(walks.values()):
+        for d in list(w.double_refs):
+            first = walks.get(d.get("first_owner"))
+            if first is None or first is w or d.get("mirror"):
+                continue
+            try:
+                page = s.reader.btree_page(d["page"])
+                keys = [s.reader.read_cell(page, i, follow_overflow=False).rowid
+                        for i in range(page.ncells)] if page.type == TABLE_LEAF else []
+            except FormatError:
+                keys = []
+            keys = [k for k in keys if k is not None]
+            first.double_refs.append({
+                "page": d["page"], "parent": None, "first_owner": w.owner, "mirror": True,
+                "key_lo": min(keys) - 1 if keys else None, "key_hi": max(keys) if keys else None})
+            own, other = s.tables.get(first.owner), s.tables.get(w.owner)
+            if keys and own is not None and other is not None and own.columns and other.columns \
+                    and d["page"] in first.leaves:
+                try:
+                    good = [v for _c, v in s.reader.leaf_records(d["page"]) if v is not None]
+                except FormatError:
+                    continue
+                if good and _assign_page([own, other], good)[0] == other.name:
+                    first.leaves.remove(d["page"])
 
 
 def decode_leaf(s, st, pgno):

@@ -91,6 +91,8 @@ class SalvageState:
     fts_spec_pool: Any = field(init=False, default=None)  # the thread pool of those builds
     scratch_n: int = field(init=False, default=0)   # scratch databases made (for their names)
     owner_pages: Optional[dict] = field(init=False, default=None)  # b-tree name -> its page count (cache)
+    # ---- indexes (indexes.read_copies)
+    index_copies: dict = field(init=False, default_factory=dict)  # table -> [IndexCopy] read from the source
 
     def __post_init__(self):
         if self.fts not in ("rebuild", "leave-to-hermes"):

@@ -3,93 +3,15 @@ schema against the source's), the rename into place and the report.
 """
 import json
 import os
-import re
 import sqlite3
 import threading
 
 from fleetops.remote.host.durable import fsync_dir, fsync_file, sha256_file
-from fleetops.remote.sqlite.fileformat.record import text_or_invalid
 from fleetops.remote.sqlite.salvage import fts, scan
+from fleetops.remote.sqlite.salvage.ftscheck import fts_check, fts_config_check
 from fleetops.remote.sqlite.salvage.model import _load_schema_rows
-from fleetops.remote.sqlite.salvage.sqlutil import _jsonable, _one, _schema_names
+from fleetops.remote.sqlite.salvage.sqlutil import _jsonable, _one
 from fleetops.remote.sqlite.sql import quote_ident
-
-
-def fts_check(s, name, out):
-    rep = s.fts_report[name]
-    out.text_factory = text_or_invalid
-    try:
-        out.execute("INSERT INTO %s(%s) VALUES('integrity-check')" % (quote_ident(name), quote_ident(name)))
-        rep["integrity_check"] = "ok"
-    except sqlite3.Error as e:
-        rep["integrity_check"] = str(e)
-    try:
-        rep["rows"] = _one(out, "SELECT count(*) FROM %s" % quote_ident(name))[0]
-        probe = None
-        for row in out.execute("SELECT rowid, * FROM %s LIMIT 200" % quote_ident(name)).fetchall():
-            words = [w for text in row[1:] if isinstance(text, str)
-                     for w in re.findall(r"[A-Za-z0-9]{4,}", text)]
-            if words:
-                probe = (row[0], words[0])
-                break
-        if probe is None:
-            rep["match_probe"] = "no text to probe" if rep["rows"] == 0 else "no probe word"
-            rep["match_ok"] = rep["rows"] == 0
-        else:
-            hits = [r[0] for r in out.execute(
-                "SELECT rowid FROM %s WHERE %s MATCH ?" % (quote_ident(name), quote_ident(name)),
-                ('"%s"' % probe[1],))]
-            rep["match_probe"] = {"word": probe[1], "rowid": probe[0], "hits": len(hits)}
-            rep["match_ok"] = probe[0] in hits
-    except sqlite3.Error as e:
-        rep["match_probe"] = str(e)
-        rep["match_ok"] = False
-    return rep["integrity_check"] == "ok" and rep["match_ok"]
-
-
-def keep_fts_config(s, out, name, ddl_rows):
-    """Give the new FTS table the source's settings (its _config rows: usermerge, rank,
-    pgsz, ...), written as rows like the other shadow tables; `version` stays the one this
-    SQLite's CREATE wrote, as the index is in its format. Returns the rows it now has (the
-    DDL's when the source's cannot be read, noted)."""
-    if ddl_rows is None:
-        return None
-    src_rows = None
-    if s.src is not None:
-        try:
-            src_rows = fts._fts_config_rows(s.src, name + "_config")
-        except sqlite3.Error as e:
-            s.notes.append("FTS table %s: the source's settings are unreadable (%s); "
-                           "the rebuilt table has its DDL's" % (name, e))
-    if src_rows is None:
-        return ddl_rows
-    return fts.put_fts_config(out, name, src_rows, ddl_rows)
-
-
-def fts_config_check(s, name):
-    """The output's FTS config rows are exactly those its CREATE VIRTUAL TABLE wrote
-    (a scratch build's bulk settings never reach it); a source whose rows differ is
-    noted, as the rebuilt table starts from the DDL."""
-    rep = s.fts_report[name]
-    cfg = name + "_config"
-    if cfg not in _schema_names(s.out, "table"):
-        return True
-    got = fts._fts_config_rows(s.out, cfg)
-    rep["config"] = got
-    ok = True
-    if name in s.fts_config_expected:
-        ok = got == s.fts_config_expected[name]
-        rep["config_preserved"] = ok
-    if s.src is not None:
-        try:
-            src_rows = fts._fts_config_rows(s.src, cfg)
-        except sqlite3.Error:
-            src_rows = None
-        if src_rows is not None and src_rows != got:
-            s.notes.append("FTS table %s: the source's config rows %r differ from the "
-                           "rebuilt table's %r (rebuilt from the DDL)"
-                           % (name, src_rows, got))
-    return ok
 
 
 def verify_and_finish(s):
@@ -163,6 +85,7 @@ def verify_and_finish(s):
     r["fts"] = s.fts_report
     r["quarantined_total"] = s.q_count
     r["loss_rows"] = sum(x["loss_rows"] for x in tables_rep.values())
+    r["lost_known_from_indexes"] = sum(x["lost_known_from_indexes"] for x in tables_rep.values())
     r["identified_rows"] = sum(x["identified"] for x in tables_rep.values())
     r["saved_rows"] = sum(x["saved"] for x in tables_rep.values())
     partial = [n for n, x in tables_rep.items() if x["verdict"] != "complete"]
@@ -265,12 +188,17 @@ def schema_check(s, out):
 
 def table_report(s, st, saved, via_index):
     identified = st.identified + st.undecodable
-    loss = identified - saved - st.duplicates
+    loss = identified - saved - st.duplicates + len(st.lost_by_index)
     accounted = identified == saved + st.duplicates + st.quarantined
     unreadable = dict((str(k), v) for k, v in st.bad_pages.items())
     reasons = []
-    if loss:
-        reasons.append("%d identified rows not saved" % loss)
+    if loss - len(st.lost_by_index):
+        reasons.append("%d identified rows not saved" % (loss - len(st.lost_by_index)))
+    if st.lost_by_index:
+        reasons.append("%d rows its indexes hold that no page gave back" % len(st.lost_by_index))
+    if st.index_held:
+        reasons.append("%d rows held back: in none of its indexes (deleted or superseded rows "
+                       "on a stale page)" % len(st.index_held))
     if unreadable:
         reasons.append("%d unreadable pages in its tree" % len(unreadable))
     if st.bad_cells:
@@ -314,6 +242,10 @@ def table_report(s, st, saved, via_index):
         "suspect_rows": dict((str(k), st.suspect[k]) for k in sorted(st.suspect)[:100]),
         "suspect_count": len(st.suspect),
         "loss_rows": loss,
+        "lost_known_from_indexes": len(st.lost_by_index),
+        "lost_rowids_from_indexes": st.lost_by_index[:100],
+        "held_back_not_in_indexes": sorted(st.index_held)[:100],
+        "rowid_moved": dict((str(k), v) for k, v in sorted(st.index_moved.items())[:100]),
         "accounted": accounted,
         "verdict": "complete" if not reasons else "partial",
         "verdict_reasons": reasons,

@@ -166,5 +166,6 @@ def quarantine(s, table, rowid, values, reason, page=None, raw=None, count=True)
         if table in s.states:
             st = s.states[table]
             st.quarantined += 1
+            st.quarantined_keys.add(rowid)
             key = reason.split(":")[0]
             st.quarantine_reasons[key] = st.quarantine_reasons.get(key, 0) + 1

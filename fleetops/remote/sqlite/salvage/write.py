@@ -8,8 +8,9 @@ import sqlite3
 import time
 
 from fleetops.remote.sqlite.fileformat.record import InvalidText, text_or_invalid
-from fleetops.remote.sqlite.salvage import fts, walk
+from fleetops.remote.sqlite.salvage import fts, ftsbuild, index_evidence, walk
 from fleetops.remote.sqlite.salvage.model import Version
+from fleetops.remote.sqlite.salvage.rules import load_order
 from fleetops.remote.sqlite.salvage.sqlutil import _one, _uri
 from fleetops.remote.sqlite.sql import quote_ident
 
@@ -100,6 +101,7 @@ def write_output(s):
     for name in load_order(s):
         load_table(s, s.states[name])
     apply_repairs(s)
+    index_evidence.judge_saved(s)
     fk_fix(s)
     check_against_copies(s)
     out.execute("BEGIN")
@@ -109,7 +111,7 @@ def write_output(s):
     copy_sequence(s)
     if s.fts_jobs:
         t = time.monotonic()
-        fts.build_fts(s)
+        ftsbuild.build_fts(s)
         s.tick("fts_build", t)
 
 
@@ -205,11 +207,6 @@ def vote(s, votes, tn, name, content, cols, exprs):
                        % (tn, unread, name))
 
 
-def load_order(s):
-    names = list(s.states)
-    return [n for n in s.rules.repair_order if n in names] + [n for n in names if n not in s.rules.repair_order]
-
-
 def foreign_ranges(s, st):
     """Key ranges where SQLite's walk of this table read a page another tree owns (or a
     leaf whose keys do not fit): rows it returned there may be another table's."""
@@ -234,6 +231,7 @@ def load_plan(s, st):
     st.page_scan_only = 0
     st.identified = 0
     foreign = foreign_ranges(s, st)
+    judge = index_evidence.judge_for(s, st)
 
     def in_foreign(k):
         return not isinstance(k, tuple) and any(
@@ -255,7 +253,8 @@ def load_plan(s, st):
         if not st.keys[rowid]:
             continue
         versions = sorted(st.keys[rowid].values(),
-                          key=lambda v: (doubtful and v.walk and not v.lineage, bool(v.suspect),
+                          key=lambda v: (index_evidence.version_rank(judge, rowid, v),
+                                         doubtful and v.walk and not v.lineage, bool(v.suspect),
                                          not v.walk, not v.lineage, -v.instances,
                                          v.first_page or 0))
         for v in versions:

@@ -122,6 +122,7 @@ def test_more_loss_than_allowed_is_not_swapped(tmp_path, std_image, monkeypatch)
         rep = real(*a, **kw)
         rep["loss_rows"] = 3
         rep["tables"]["messages"]["loss_rows"] = 3
+        rep["lost_known_from_indexes"] = rep["tables"]["messages"]["lost_known_from_indexes"] = 0
         return rep
     monkeypatch.setattr(salvage_mod, "salvage", lossy)
     r = hermes_repair.main(args_for(root, max_loss_rows=0))

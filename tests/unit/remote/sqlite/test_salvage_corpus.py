@@ -20,7 +20,8 @@ CASES_WITH_ROWS = ["healthy", "fts_pages_overwritten", "session_duplicated_behin
                    "interior_points_at_foreign_leaf", "schema_page_lost",
                    "invalid_utf8_in_rows", "header_magic_damaged", "header_page_size_damaged",
                    "header_freelist_damaged", "header_zeroed_alone", "overflow_chains_damaged",
-                   "wal_stale_frames"]
+                   "wal_stale_frames", "sessions_leaf_lost_write",
+                   "interior_child_pointer_bit_flipped"]
 
 
 def out_rows(path, table):
@@ -130,7 +131,8 @@ def check_verified(r):
     assert c.execute("PRAGMA foreign_key_check").fetchall() == []
     c.close()
     for table, x in rep["tables"].items():
-        assert x["loss_rows"] == x["identified"] - x["saved"] - x["duplicates_dropped"]
+        assert x["loss_rows"] == (x["identified"] - x["saved"] - x["duplicates_dropped"]
+                                  + x["lost_known_from_indexes"])
         assert x["accounted"], (table, x)
         if x["verdict"] == "complete":
             assert x["loss_rows"] == 0 and not x["unreadable_pages"]
@@ -162,8 +164,48 @@ def test_output_verified_keeps_the_source_shape_and_counts_add_up(salvaged, name
 @pytest.mark.parametrize("name", CASES_WITH_ROWS)
 def test_no_deleted_row_resurrected(salvaged, name):
     r = salvaged(name)
-    for table, ids in r.d.deleted_on_freelist.items():
-        assert not (set(out_rows(r.out, table)) & (ids - r.d.expected_rows.get(table, set())))
+    for deleted in (r.d.deleted_on_freelist, r.d.deleted_in_file):
+        for table, ids in deleted.items():
+            assert not (set(out_rows(r.out, table)) & (ids - r.d.expected_rows.get(table, set())))
+
+
+def test_lost_write_is_held_back_and_flagged(salvaged):
+    """A stale sessions leaf: its deleted session stays deleted (held back, in the
+    quarantine), its two rows the indexes contradict are saved as they read and flagged;
+    the verdict is never complete, and nothing is counted as lost."""
+    r = salvaged("sessions_leaf_lost_write")
+    s = r.rep["tables"]["sessions"]
+    (victim,) = r.d.deleted_in_file["sessions"]
+    assert s["held_back_not_in_indexes"] == [victim] and s["held_back_rows"] == {"not in any index": 1}
+    assert set(s["suspect_rows"]) == set(str(k) for k in r.d.extra["stale"])
+    assert all("idx_sessions_title_unique" in why[0] for why in s["suspect_rows"].values())
+    assert s["verdict"] == "partial" and r.rep["verdict"] == "partial"
+    assert s["loss_rows"] == 0 and r.rep["loss_rows"] == 0
+    with open(r.rep["quarantine_file"]) as fh:
+        held = [json.loads(x) for x in fh if '"sessions"' in x]
+    assert [(x["rowid"], x["reason"].startswith("held back:")) for x in held] == [(victim, True)]
+
+
+def test_interior_pointer_flip_loses_no_intact_row(salvaged):
+    r = salvaged("interior_child_pointer_bit_flipped")
+    s = r.rep["tables"]["sessions"]
+    assert r.d.unreachable["sessions"] <= set(out_rows(r.out, "sessions"))
+    assert s["loss_rows"] == 0 and r.rep["loss_rows"] == 0
+    assert r.d.extra["orphaned"] in s["orphan_pages"]
+    assert r.rep["held_back"]["by_reason"].get("tree intact", 0) == 0
+
+
+@pytest.mark.parametrize("name", ["garbage_leaf_pages", "truncated_copy"])
+def test_loss_rows_counts_rows_on_lost_pages(salvaged, name):
+    """Rows on destroyed pages were never identified by a page; the indexes still name them."""
+    r = salvaged(name)
+    for table, lost in r.d.lost_rows.items():
+        x = r.rep["tables"][table]
+        assert x["loss_rows"] > 0 and x["verdict"] == "partial", table
+        assert set(x["lost_rowids_from_indexes"]) <= lost, table
+    m = r.rep["tables"]["messages"]
+    if name == "garbage_leaf_pages":        # every index intact: each lost row is named
+        assert m["loss_rows"] == m["lost_known_from_indexes"] == len(r.d.lost_rows["messages"])
 
 
 def test_healthy_is_complete_with_fts(salvaged):

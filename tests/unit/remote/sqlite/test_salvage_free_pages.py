@@ -56,8 +56,11 @@ def test_truncated_copy_loss_is_exactly_what_the_cut_took(salvaged):
     dropped, cut = r.d.extra["fk_dropped"], r.d.extra["chain_cut"]
     assert cut, "the cut should leave some rows whose overflow chain runs past it"
     for t, x in rep["tables"].items():
-        # identified (their key is on a kept leaf) but unreadable, or orphaned by a lost parent
-        assert x["loss_rows"] == len(dropped.get(t, ())) + len(cut.get(t, ())), t
+        # identified (their key is on a kept leaf) but unreadable, or orphaned by a lost
+        # parent; and the rows on lost pages that the indexes name
+        assert x["loss_rows"] == (len(dropped.get(t, ())) + len(cut.get(t, ()))
+                                  + x["lost_known_from_indexes"]), t
+        assert set(x["lost_rowids_from_indexes"]) <= r.d.lost_rows.get(t, set()), t
         assert x["quarantine_reasons"].get("FOREIGN KEY", 0) == len(dropped.get(t, ())), t
     assert rep["verdict"] == "partial"
     assert rep["held_back"]["rows"] > 0

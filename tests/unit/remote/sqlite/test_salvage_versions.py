@@ -16,10 +16,12 @@ from tests.corpus import damage
 from tests.unit.remote.sqlite.test_salvage_corpus import check_kept, check_rows_exact, check_verified, out_rows
 
 # one case per kind of damage: FTS pages, a duplicated row, a hidden interior page, lost
-# leaves, a NOT NULL repair, an emptied unique index, deleted rows on the freelist
+# leaves, a NOT NULL repair, an emptied unique index, deleted rows on the freelist, a stale
+# sessions leaf, a flipped child pointer
 SALVAGE_CASES = ["healthy", "fts_pages_overwritten", "session_duplicated_behind_title_index",
                  "interior_page_zeroed", "garbage_leaf_pages", "not_null_nulled",
-                 "unique_index_emptied", "deleted_on_freelist"]
+                 "unique_index_emptied", "deleted_on_freelist", "sessions_leaf_lost_write",
+                 "interior_child_pointer_bit_flipped"]
 # torn_wal needs a WAL store; these versions write DELETE stores on the suite's SQLite
 AUDIT_CASES = sorted(set(damage.ALL_CASES) - {"torn_wal"})
 
@@ -45,8 +47,9 @@ def test_salvage_keeps_rows_and_shape(salvaged_of, version, case):
     check_rows_exact(r)
     check_verified(r)
     check_kept(r)
-    for table, ids in r.d.deleted_on_freelist.items():
-        assert not (set(out_rows(r.out, table)) & (ids - r.d.expected_rows.get(table, set())))
+    for deleted in (r.d.deleted_on_freelist, r.d.deleted_in_file):
+        for table, ids in deleted.items():
+            assert not (set(out_rows(r.out, table)) & (ids - r.d.expected_rows.get(table, set())))
     assert r.before == r.after
 
 
