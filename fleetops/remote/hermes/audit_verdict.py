@@ -48,6 +48,9 @@ def classify(rec):
                 structural.append("%s: table scan for %s failed: %s" % (t, iname, i["error"]))
             elif i.get("ok") is False:
                 index.append(index_reason(t, iname, i))
+        stale = stale_rows(h["indexes"])
+        if stale:
+            structural.append(stale_reason(t, stale, len(h["indexes"])))
         if h["count"] is not None and h["count_scan"] is not None and h["count"] != h["count_scan"] \
                 and not any(i.get("ok") is False for i in h["indexes"].values()) and not h["duplicates"]:
             index.append("%s: count(*) %d but table scan %d" % (t, h["count"], h["count_scan"]))
@@ -67,6 +70,33 @@ def classify(rec):
     reasons += structural + index + fts
     verdict = conds[0] if conds else "healthy"
     return verdict, conds, reasons
+
+
+def stale_rows(indexes):
+    """Rows the table and every one of its (two or more) indexes disagree on: a row none of them
+    holds, or one at least two of them hold with other values. One index against its table cannot
+    say which side is wrong; when all of them agree against the table, the table's page is the
+    stale copy (a lost write), and rebuilding the indexes from it would lose the current rows."""
+    read = [i for i in indexes.values() if i.get("ok") is not None and not i.get("error")]
+    if len(read) < 2:
+        return set()
+    absent = set.intersection(*(set(i.get("lacks_rows") or []) for i in read))
+    # entries every index holds under a rowid the table has nowhere: the row was renumbered (its
+    # rowid flipped in the table's cell), its values are intact and the indexes can be rebuilt
+    orphans = set.intersection(*(set(i.get("excess_rows") or []) - set(i.get("lacks_rows") or []) for i in read))
+    if len(absent) <= len(orphans):
+        absent = set()
+    contradicted = [set(i.get("lacks_rows") or []) & set(i.get("excess_rows") or []) for i in read]
+    twice = {r for r in set().union(*contradicted) if sum(r in c for c in contradicted) >= 2}
+    return absent | twice
+
+
+def stale_reason(table, rows, n):
+    shown = sorted(rows, key=repr)[:5]
+    return "%s: %s %s disagree%s with all %d of its indexes, which agree with each other: the table's " \
+           "copy is older than its indexes (a lost write)" % (
+               table, "rowid" if len(rows) == 1 else "rowids", ", ".join(str(r) for r in shown),
+               "s" if len(rows) == 1 else "", n)
 
 
 def index_reason(table, iname, i):
