@@ -167,3 +167,17 @@ def test_a_shard_killed_and_restarted_runs_no_host_twice(lab_clean, pg_url, tmp_
     whole = _campaign_report(pg_url, "c-kill", tmp_path)
     assert sorted(whole["stats"]) == sorted(names) and whole["status"] == "ok"
     assert len(whole["campaign"]["runs"]) == 5
+    site = tmp_path / "site"
+    p = fleetops("report", "--html", site, "--results", pg_url, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    runs = _site_data(site, "page/runs")["runs"]
+    assert [(r["id"], r["hosts"], len(r["members"]), r["status"]) for r in runs] == [("c-kill", len(names), 5, "ok")]
+    detail = _site_data(site, "run/c-kill")
+    assert sorted(h[0] for h in detail["hosts"]) == sorted(names)
+    marks = [t for t in detail["plays"][0]["tasks"] if t["name"] == "mark"]
+    assert marks[0]["counts"] == {"changed": len(names)}
+
+
+def _site_data(site, key: str):
+    text = (site / "data" / f"{key}.js").read_text()
+    return json.loads(text[text.index(",") + 1:text.rindex(")")])
