@@ -175,6 +175,10 @@ def cmd_run(args) -> int:
     stopped = gate.stopped_reason if hasattr(gate, "stopped_reason") else None
     if stopped:
         _err(stopped)
+    if getattr(gate, "cut_off", None):
+        stopped = stopped or "cut off"
+        _err(f"campaign {args.campaign}: {', '.join(gate.cut_off)} cut off mid-run by an earlier run of this shard, "
+             "not run again: counted as failed")
     if args.json:
         real_stdout.write(json.dumps(done.view.document(), ensure_ascii=False, default=str) + "\n")
         real_stdout.flush()

@@ -20,6 +20,7 @@ command -v sudo >/dev/null || missing+=(sudo)                  # become tests (s
 command -v crontab >/dev/null || missing+=(cron)               # the backup units' cron path
 command -v systemd-analyze >/dev/null || missing+=(systemd)    # `systemd-analyze verify` of the units
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)   # the PostgreSQL results store tests
+[ -x /usr/bin/redis-server ] || missing+=(redis-server)      # the broker of the Celery shard tests
 { command -v pgrep && command -v ps; } >/dev/null || missing+=(procps)   # the tests find processes with them
 { command -v flock && command -v unshare; } >/dev/null || missing+=(util-linux)   # run lock tests
 command -v chromium >/dev/null || missing+=(chromium)          # the report site, opened in a real headless browser

@@ -13,7 +13,9 @@ A play starts when every shard has finished the one before (Ansible's linear ord
 hosts that failed in an earlier play, on any shard, are out of the later plays. A shard holds
 a session advisory lock on its index for as long as it runs, so two copies of one shard never
 run at once; restarted with the same index, it skips the hosts the campaign already has an
-outcome for. Nothing but PostgreSQL is shared: no server of our own.
+outcome for. A host is marked started before its batch runs: one that a killed run left started
+is recorded `interrupted` (its state is unknown, so it counts as failed) and never run again by
+the campaign. Nothing but PostgreSQL is shared: no server of our own.
 """
 from __future__ import annotations
 
@@ -50,7 +52,7 @@ CREATE TABLE IF NOT EXISTS campaign_hosts (
     host TEXT NOT NULL,
     batch_index INTEGER NOT NULL,
     shard INTEGER NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('ok','failed','unreachable')),
+    status TEXT NOT NULL CHECK (status IN ('started','ok','failed','unreachable','interrupted')),
     run_id TEXT,
     PRIMARY KEY (campaign_id, play_index, host)
 );
@@ -92,6 +94,8 @@ class Campaign(EventSink):
         self._stopped = lambda: False
         self.run_id: str | None = None
         self.stopped_reason: str | None = None     # why this shard stopped the campaign's rollout, once it has
+        self.cut_off: list = []                     # hosts an earlier run of this shard left mid-run
+        self._mine: dict = {}                       # play index -> this shard's part of each batch
         self._create_tables()
         self._join(max_failures, count_unreachable)
 
@@ -168,15 +172,27 @@ class Campaign(EventSink):
                 said = now
             time.sleep(self.poll)
 
-    def _outcomes(self, play_index: int | None = None) -> dict:
-        """host -> status recorded by the campaign (of one play, or failures of every play)."""
-        if play_index is None:
-            rows = self.db.execute("SELECT host, status FROM campaign_hosts WHERE campaign_id=? AND status <> 'ok'",
-                                   (self.id,)).fetchall()
-        else:
-            rows = self.db.execute("SELECT host, status FROM campaign_hosts WHERE campaign_id=? AND play_index=?",
-                                   (self.id, play_index)).fetchall()
+    def _outcomes(self, play_index: int) -> dict:
+        """host -> status the campaign recorded in one play."""
+        rows = self.db.execute("SELECT host, status FROM campaign_hosts WHERE campaign_id=? AND play_index=?",
+                               (self.id, play_index)).fetchall()
         return {r[0]: r[1] for r in rows}
+
+    def _bad(self, below_play: int | None = None) -> dict:
+        """host -> status of every host not ok in the campaign (in the plays before `below_play`)."""
+        rows = self.db.execute("SELECT host, status FROM campaign_hosts WHERE campaign_id=? AND play_index < ?"
+                               " AND status NOT IN ('ok', 'started')",
+                               (self.id, 1 << 40 if below_play is None else below_play)).fetchall()
+        return {r[0]: r[1] for r in rows}
+
+    def _mark_cut_off(self, play_index: int) -> list:
+        """Hosts of this shard that an earlier (dead: the shard's lock says so) run left started."""
+        rows = self.db.execute("SELECT host, run_id FROM campaign_hosts WHERE campaign_id=? AND play_index=?"
+                               " AND shard=? AND status='started'", (self.id, play_index, self.shard.index)).fetchall()
+        for host, _run in rows:
+            self.db.execute("UPDATE campaign_hosts SET status='interrupted' WHERE campaign_id=? AND play_index=?"
+                            " AND host=?", (self.id, play_index, host))
+        return [(r[0], r[1]) for r in rows]
 
     # -- the batch hook --
 
@@ -184,21 +200,36 @@ class Campaign(EventSink):
         self._stopped = stopped
         if play_index > 0:
             self._wait_for_shards(play_index - 1, PLAY_DONE, f"play {play_index}")
-        out_earlier = set(self._outcomes(None))           # failed or unreachable in an earlier play
+        out_earlier = set(self._bad(play_index))          # failed, unreachable or cut off in an earlier play
         fleet = [h for h in hosts if h not in out_earlier]
         if play.order == "shuffle":                       # one shuffle the whole fleet agrees on
             fleet = random.Random(f"{self.id}\0{play_index}").sample(sorted(fleet), len(fleet))
         batches = split_batches(fleet, play.serial)
         self._fleet[play_index], self._mfp[play_index] = batches, play.max_fail_percentage
+        cut = self._tx(self._mark_cut_off, play_index)
+        for host, run_id in cut:
+            self.say(f"campaign {self.id}: {host} was cut off mid-run by run {run_id} of shard {self.shard}: "
+                     f"recorded interrupted and not run again (its state is unknown; look, then run it alone)")
+        self.cut_off += [h for h, _r in cut]
         done = set(self._outcomes(play_index))
         if done:
             self.say(f"campaign {self.id}: shard {self.shard} resumes play {play_index + 1}: "
                      f"{len(done)} host(s) already done are skipped")
-        return [[h for h in batch if h not in done and owner(h, self.shard.count) == self.shard.index]
-                for batch in batches]
+        self._mine[play_index] = [[h for h in batch if h not in done and owner(h, self.shard.count) == self.shard.index]
+                                  for batch in batches]
+        return self._mine[play_index]
 
     def before(self, play_index: int, bindex: int) -> str | None:
-        return self._stopped_by(self.stop_reason())
+        """The campaign's stop, or None after marking this shard's hosts of the batch started."""
+        def claim():
+            reason = self.stop_reason()
+            if reason is None:
+                for h in self._mine[play_index][bindex]:
+                    self.db.execute("INSERT OR REPLACE INTO campaign_hosts (campaign_id, play_index, host,"
+                                    " batch_index, shard, status, run_id) VALUES (?, ?, ?, ?, ?, 'started', ?)",
+                                    (self.id, play_index, h, bindex, self.shard.index, self.run_id))
+            return reason
+        return self._stopped_by(self._tx(claim))
 
     def _stopped_by(self, reason: str | None) -> str | None:
         if reason:
@@ -243,8 +274,8 @@ class Campaign(EventSink):
     def _budget_spent(self) -> str | None:
         if self.max_failures is None:
             return None
-        counted = ("failed", "unreachable") if self.count_unreachable else ("failed",)
-        bad = [h for h, s in self._outcomes(None).items() if s in counted]
+        counted = ("failed", "interrupted", "unreachable") if self.count_unreachable else ("failed", "interrupted")
+        bad = [h for h, s in self._bad().items() if s in counted]
         if len(bad) > self.max_failures:
             kind = "failed or unreachable" if self.count_unreachable else "failed"
             return f"failure budget spent: {len(bad)} hosts {kind} across the fleet, --max-failures {self.max_failures}"
