@@ -6,13 +6,15 @@ For each it prints the wall time until the last shard exits, the controllers' CP
 process tree) and the ratios against the one plain controller, for a playbook without `serial`
 and one with `serial: 10%` (ten fleet-wide batches, each a barrier every shard waits at). On one
 machine the shards share its cores, so this measures what coordination costs, not what more
-machines gain. Never asserts a time.
+machines gain. After each, the per-host results read back from the store (`report`, or
+`report --campaign`) are compared with the one controller's. Never asserts a time.
 
     python3 bench/shards.py [--hosts 1000] [--forks 50] [--repeats 1] [--keep-lab]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -40,6 +42,7 @@ def _run_at_once(cmds: list, env: dict, cwd: str) -> dict:
 def _measure(pg, books: dict, configs: list, inv: str, opts, env: dict, work: str) -> dict:
     """(playbook, config) -> the measurements of each repeat that every shard finished with exit 0."""
     rows: dict = {}
+    reference: dict = {}          # playbook -> the one controller's per-host results
     for rep in range(opts.repeats):
         for book in books:
             for config in rotated(configs, rep):
@@ -54,7 +57,26 @@ def _measure(pg, books: dict, configs: list, inv: str, opts, env: dict, work: st
                       flush=True)
                 if not any(m["rcs"]):
                     rows.setdefault((book, config), []).append(m)
+                    got = _per_host(base[-1], None if config == "1 controller" else f"bench-{rep}", env, work)
+                    same = "reference" if config == "1 controller" else \
+                        "same as 1 controller" if got == reference.get(book) else "DIFFERENT from 1 controller"
+                    if config == "1 controller":
+                        reference[book] = got
+                    print(f"    per-host results ({len(got)} hosts): {same}", flush=True)
     return rows
+
+
+def _per_host(url: str, campaign: str | None, env: dict, work: str) -> dict:
+    """host -> [(play, task, status)] from the store: the run, or the campaign read as one."""
+    which = ["--campaign", campaign] if campaign else ["latest"]
+    doc = json.loads(subprocess.run([sys.executable, "-m", "fleetops", "report", *which, "--results", url, "--json"],
+                                    env=env, cwd=work, capture_output=True, text=True, check=True).stdout)
+    out: dict = {}
+    for play in doc["plays"]:
+        for task in play["tasks"]:
+            for host, r in task["results"].items():
+                out.setdefault(host, []).append((play["index"], task["index"], r["status"]))
+    return out
 
 
 def main() -> int:
