@@ -103,6 +103,7 @@ def test_fleet_wide_max_fail_percentage_stops_every_shard_at_the_fleets_batch(la
     inv, pb, names = _setup(lab_clean, tmp_path, "")
     assert len(names) >= 8
     bad = [names[0], names[2], names[3]]
+    assert owner(names[0], 4) != owner(names[1], 4)     # the failed host's shard sees all of its part fail
     write(pb, "- hosts: all\n  gather_facts: false\n  serial: [2, 3, 3]\n  max_fail_percentage: 50\n  tasks:\n"
           + MARK + f"    - command: 'false'\n      when: inventory_hostname in {bad!r}\n")
     shards = _shards(pb, inv, pg_url, "c-mfp", tmp_path)
