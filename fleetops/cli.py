@@ -19,7 +19,7 @@ import traceback
 
 from fleetops import __version__
 from fleetops.engine.results_backend import store_errors
-from fleetops.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, BadInput, FleetopsError
+from fleetops.errors import EXIT_BAD_INPUT, EXIT_HOST_FAILED, EXIT_INTERRUPTED, BadInput, FleetopsError
 from fleetops.extensions import registry
 from fleetops.options import DEFAULT_FORKS, RESULTS_HELP, SECRETS, examples, positive_int, results_target
 
@@ -158,21 +158,61 @@ def cmd_run(args) -> int:
                       extra_vars=extra_vars), end="")
         return 0
     results_dir, results_db = results_target(args.results)
+    gate = _batch_gate(args, results_db)
     options = RunOptions(
         limit=args.limit, tags=set(_split_tags(args.tags)), skip_tags=set(_split_tags(args.skip_tags)),
         extra_vars=extra_vars, forks=args.forks or cfg.forks or DEFAULT_FORKS, check=args.check, diff=args.diff,
         accept_new_host_keys=args.accept_new_host_keys or cfg.host_key_checking is False, results_dir=results_dir, results_db=results_db,
-        known_hosts=args.known_hosts)
+        known_hosts=args.known_hosts, batch_gate=gate)
     real_stdout = sys.stdout
-    done = runner.execute(loaded, options, json_output=args.json, console=None if args.json else _console(),
-                          view=args.view)
+    try:
+        done = runner.execute(loaded, options, json_output=args.json, console=None if args.json else _console(),
+                              view=args.view, sinks=(gate,) if hasattr(gate, "run_start") else ())
+    finally:
+        if hasattr(gate, "close"):
+            gate.close()
     done.store.close()
+    stopped = gate.stopped_reason if hasattr(gate, "stopped_reason") else None
+    if stopped:
+        _err(stopped)
+    if getattr(gate, "cut_off", None):
+        stopped = stopped or "cut off"
+        _err(f"campaign {args.campaign}: {', '.join(gate.cut_off)} cut off mid-run by an earlier run of this shard, "
+             "not run again: counted as failed")
     if args.json:
         real_stdout.write(json.dumps(done.view.document(), ensure_ascii=False, default=str) + "\n")
         real_stdout.flush()
     if done.store.write_error is not None:
         _err(f"{done.store.db_path}: results not fully recorded: {done.store.write_error}")
-    return done.exit_code
+    return max(done.exit_code, EXIT_HOST_FAILED) if stopped and done.exit_code != EXIT_INTERRUPTED else done.exit_code
+
+
+def _batch_gate(args, results_db):
+    """--shard/--shard-from-env and --campaign: the executor's batch hook (None: the whole inventory)."""
+    from fleetops.engine import shards
+
+    if args.shard and args.shard_from_env is not None:
+        raise BadInput("give --shard K/N or --shard-from-env, not both", where="--shard")
+    shard = shards.parse(args.shard) if args.shard else None
+    if args.shard_from_env is not None:
+        shard = shards.from_env(args.shard_from_env or None, args.shard_count)
+    elif args.shard_count is not None:
+        raise BadInput("--shard-count goes with --shard-from-env (--shard K/N names its own count)",
+                       where="--shard-count")
+    if args.max_failures is not None and args.max_failures < 0:
+        raise BadInput(f"--max-failures wants 0 or more, not {args.max_failures}", where="--max-failures")
+    if not args.campaign:
+        if args.max_failures is not None or args.count_unreachable:
+            raise BadInput("--max-failures and --count-unreachable are a campaign's budget: give --campaign ID",
+                           where="--max-failures" if args.max_failures is not None else "--count-unreachable")
+        from fleetops.engine.batches import LocalBatches
+        return LocalBatches(shard) if shard else None
+    if not results_db:
+        raise BadInput("a campaign is coordinated through a PostgreSQL results store: give --results "
+                       "postgresql://... (or FLEETOPS_RESULTS)", where="--campaign")
+    from fleetops.engine.campaign import Campaign
+    return Campaign(results_db, args.campaign, shard or shards.Shard(0, 1), max_failures=args.max_failures,
+                    count_unreachable=args.count_unreachable)
 
 
 def _print_hosts_json(args, names, inventory, secret_values) -> None:
@@ -281,7 +321,13 @@ def cmd_report(args) -> int:
             else:
                 report.render_list(runs, _console())
             return 0
-        run = store.get_run(args.run_id or "latest")
+        if args.campaign:
+            from fleetops.engine.campaign_read import merged_run
+            run = merged_run(store, args.campaign)
+            if run is None:
+                raise BadInput(f"no campaign {args.campaign!r} in {store.db_path}", where="--campaign")
+        else:
+            run = store.get_run(args.run_id or "latest")
         if run is None:
             if not args.run_id or args.run_id == "latest":
                 raise BadInput("no runs recorded here yet (run a playbook first, or pass --results DIR)",
@@ -291,6 +337,8 @@ def cmd_report(args) -> int:
         sections = registry().report_sections
         if args.json:
             doc = report.document(run)
+            if run.get("campaign"):
+                doc["campaign"] = run["campaign"]
             for section in sections:
                 doc.update(section.document(run, args))
             print(json.dumps(doc, ensure_ascii=False, default=str))
@@ -394,6 +442,18 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--known-hosts", metavar="FILE", help="known_hosts file (default ~/.ssh/known_hosts)")
     r.add_argument("--list-hosts", action="store_true", help="print the hosts each play would run on, as ansible-playbook does; run nothing")
     r.add_argument("--list-tasks", action="store_true", help="print the tasks each play would run, as ansible-playbook does; run nothing")
+    r.add_argument("--shard", metavar="K/N", help="run only the hosts shard K (from 0) of N owns, by a stable "
+                   "hash of inventory_hostname; an empty shard runs nothing and exits 0")
+    r.add_argument("--shard-from-env", nargs="?", const="", metavar="VAR",
+                   help="the shard index from $VAR, else JOB_COMPLETION_INDEX (Kubernetes Indexed Job) or "
+                        "NOMAD_ALLOC_INDEX; with --shard-count N")
+    r.add_argument("--shard-count", type=positive_int, metavar="N", help="with --shard-from-env: how many shards")
+    r.add_argument("--campaign", metavar="ID", help="one rollout across every shard started with this id: "
+                   "batches, canary and max_fail_percentage fleet-wide, through the PostgreSQL --results store")
+    r.add_argument("--max-failures", type=int, metavar="N",
+                   help="with --campaign: stop every shard before its next batch once more than N hosts failed")
+    r.add_argument("--count-unreachable", action="store_true",
+                   help="with --campaign: --max-failures counts unreachable hosts too")
     r.set_defaults(func=cmd_run)
 
     pb = sub.add_parser("playbooks", help="the bundled playbooks: what each does and takes; --copy one out", **examples(
@@ -422,6 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--limit", type=positive_int, default=20, metavar="N", help="with --list: how many")
     rp.add_argument("--html", metavar="DIR", help="write a static site of runs, hosts and fleet health into DIR")
     rp.add_argument("--since", metavar="WHEN", help="with --html: runs started since a date/time or an age (7d, 12h)")
+    rp.add_argument("--campaign", metavar="ID", help="the runs of every shard of campaign ID, as one run")
     for add in reg.report_options:
         add(rp)
     rp.set_defaults(func=cmd_report)

@@ -26,6 +26,7 @@ if [ "$FOR" = test ]; then   # below: only the tests and benchmarks call these
   command -v crontab >/dev/null || missing+=(cron)               # the backup units' cron path
   command -v systemd-analyze >/dev/null || missing+=(systemd)    # `systemd-analyze verify` of the units
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)   # the PostgreSQL results store tests
+  [ -x /usr/bin/redis-server ] || missing+=(redis-server)      # the broker of the Celery shard tests
   command -v chromium >/dev/null || missing+=(chromium)          # the report site, opened in a real headless browser
   command -v systemd-nspawn >/dev/null || missing+=(systemd-container)   # a host whose PID 1 is systemd (service/systemd tests)
   { command -v dnf && command -v rpmbuild && command -v createrepo_c; } >/dev/null || missing+=(dnf rpm createrepo-c)   # the dnf tests: an RPM repository and its client

@@ -20,7 +20,7 @@ from fleetops.lab import Lab
 # Fixtures shared across tests/unit, tests/lab and tests/scenario live in tests/support/.
 pytest_plugins = ["tests.support.skip_policy", "tests.support.audit", "tests.support.backup",
                   "tests.support.playbook_run", "tests.support.cli_run", "tests.support.install",
-                  "tests.support.postgres", "tests.support.hermes_procs", "tests.support.lab_seed",
+                  "tests.support.postgres", "tests.support.redis_server", "tests.support.hermes_procs", "tests.support.lab_seed",
                   "tests.support.salvage"]
 
 

@@ -5,7 +5,7 @@ Pure functions, so the batching and the max_fail_percentage verdict are tested w
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, Callable, Protocol
 
 
 def batch_size(entry: Any, total: int) -> int:
@@ -60,3 +60,40 @@ def batch_abort(batch: list, bad: list, bindex: int, max_fail_percentage: float 
     if bad and len(bad) == len(batch):
         return f"all hosts of batch {bindex + 1} failed"
     return None
+
+
+class BatchGate(Protocol):
+    """The executor's hook around a play's batches (LocalBatches; engine/campaign.py's Campaign)."""
+
+    def plan(self, play_index: int, play, hosts: list, stopped: Callable[[], bool]) -> list[list]: ...
+    def before(self, play_index: int, bindex: int) -> str | None: ...
+    def after(self, play_index: int, bindex: int, batch: list, failed: list, unreachable: list) -> str | None: ...
+    def finish(self, play_index: int, reason: str | None) -> None: ...
+
+
+class LocalBatches:
+    """The batch hook of a controller on its own: the play's hosts (those `shard` owns, with
+    one) in `serial` batches, and Ansible's per-batch verdict. engine/campaign.py's Campaign
+    offers the same four calls for a rollout spread over several controllers."""
+
+    def __init__(self, shard=None):
+        self.shard = shard
+        self._mfp: dict = {}
+
+    def plan(self, play_index: int, play, hosts: list, stopped) -> list[list]:
+        """The batches this controller runs; an empty list when it runs nothing of the play."""
+        from fleetops.engine.shards import select
+
+        self._mfp[play_index] = play.max_fail_percentage
+        return split_batches(select(hosts, self.shard), play.serial)
+
+    def before(self, play_index: int, bindex: int) -> str | None:
+        """Why the play stops before batch `bindex` starts, or None."""
+        return None
+
+    def after(self, play_index: int, bindex: int, batch: list, failed: list, unreachable: list) -> str | None:
+        """Why the play stops after batch `bindex`, or None."""
+        return batch_abort(batch, failed + unreachable, bindex, self._mfp.get(play_index))
+
+    def finish(self, play_index: int, reason: str | None) -> None:
+        """The play ended here (its last batch, a stop, or end_play)."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from fleetops.engine import recap
 from fleetops.engine import results_backend as _results_backend
 from fleetops.engine import secrets as _secrets
-from fleetops.engine.batches import batch_abort, order_hosts, split_batches
+from fleetops.engine.batches import BatchGate, LocalBatches, order_hosts
 from fleetops.engine.events import EventSink
 from fleetops.engine.hostpool import HostPool
 from fleetops.engine.module import Result
@@ -133,9 +133,15 @@ class _Run:
 
     def _run_play(self, index: int, play) -> bool:
         """Run one play; True when the whole run must stop (abort or interrupt)."""
-        hosts = self._play_hosts(play)
+        if play.limit_templates and not play.limits_resolved:  # never cut batches from an unrendered template
+            raise BadInput("templated serial/max_fail_percentage was not resolved (validate() the playbook first)",
+                           where=play.where)
+        gate: BatchGate = self.options.batch_gate or LocalBatches()
+        batches = gate.plan(index, play, self._play_hosts(play), self.stop.is_set)
+        hosts = [h for batch in batches for h in batch]
         self.events.play_start(index, play.name or play.hosts, list(hosts))
-        if not hosts:
+        if not batches:
+            gate.finish(index, None)
             self.events.play_end(index, "no hosts matched")
             return False
         for h in hosts:
@@ -148,26 +154,20 @@ class _Run:
             for h in hosts:
                 self.state(h).failed = True
                 self.stats[h]["failed"] += 1
+            gate.finish(index, f"vars_files: {e}")
             self.events.play_end(index, f"vars_files: {e}")
             return True
 
         reason = None
-        if play.limit_templates and not play.limits_resolved:  # never cut batches from an unrendered template
-            raise BadInput("templated serial/max_fail_percentage was not resolved (validate() the playbook first)",
-                           where=play.where)
-        batches = split_batches(hosts, play.serial)
         for bindex, batch in enumerate(batches):
             if self.stopped():
                 reason = "interrupted"
                 break
+            reason = pctx.abort = gate.before(index, bindex)
+            if reason:
+                break
             pctx.batch, pctx.active = list(batch), None
-            self.events.batch_start(index, bindex, list(batch))
-            live = list(batch)
-            if play.gather_facts:
-                live = self.tasks.gather(pctx, live)
-            live = self.tasks.run_list(pctx, play.tasks, live, Frame())
-            if not pctx.abort and not self.stop.is_set():
-                live = self.tasks.run_handlers(pctx, live)
+            live = self._run_batch(pctx, play, bindex) if batch else []
             for h in batch:
                 st = self.state(h)
                 st.notified.clear()
@@ -181,13 +181,26 @@ class _Run:
             if self.stopped():
                 reason = "interrupted"
                 break
-            bad = [h for h in batch if self.state(h).failed or self.state(h).unreachable]
-            verdict = batch_abort(batch, bad, bindex, play.max_fail_percentage)
+            failed = [h for h in batch if self.state(h).failed]
+            unreachable = [h for h in batch if self.state(h).unreachable and not self.state(h).failed]
+            verdict = gate.after(index, bindex, batch, failed, unreachable)
             if verdict:
                 reason = pctx.abort = verdict
                 break
+        gate.finish(index, reason)
         self.events.play_end(index, reason)
         return bool(pctx.abort) or self.interrupted
+
+    def _run_batch(self, pctx: PlayContext, play, bindex: int) -> list:
+        """One batch's tasks and handlers; the hosts still live at its end."""
+        self.events.batch_start(pctx.index, bindex, list(pctx.batch))
+        live = list(pctx.batch)
+        if play.gather_facts:
+            live = self.tasks.gather(pctx, live)
+        live = self.tasks.run_list(pctx, play.tasks, live, Frame())
+        if not pctx.abort and not self.stop.is_set():
+            live = self.tasks.run_handlers(pctx, live)
+        return live
 
     def _load_vars_files(self, play) -> dict:
         out: dict = {}

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from fleetops.engine.batches import BatchGate
     from fleetops.engine.connection.session import HostSession
     from fleetops.engine.connection.transport import Transport
     from fleetops.engine.events import EventSink
@@ -33,6 +34,7 @@ class RunOptions:
     results_dir: str = "fleetops-runs"      # runs.db and fetched files; with results_db, the files only
     results_db: str | None = None           # a PostgreSQL URL holding the runs instead of runs.db
     known_hosts: str | None = None
+    batch_gate: BatchGate | None = None     # the hook around batches; None: batches.LocalBatches()
 
 
 @dataclass

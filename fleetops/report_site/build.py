@@ -19,7 +19,7 @@ import time
 from importlib import resources
 from pathlib import Path
 
-from fleetops.report_site import data
+from fleetops.report_site import campaigns, data
 
 ASSETS = ("site.css", "site.js", "uPlot.iife.min.js", "uPlot.min.css", "uPlot.LICENSE")
 EVIDENCE_MAX_BYTES = 4 * 1048576   # fetched files up to this size are copied into the site; larger ones linked
@@ -149,7 +149,7 @@ def build(reader, out: str | os.PathLike, since: float | None = None, source: st
     t0 = time.perf_counter()
     site = Site(reader, out, since)
     site.out.mkdir(parents=True, exist_ok=True)
-    site.runs = data.runs(reader, since)
+    site.runs = campaigns.fold(reader, data.runs(reader, since))
     for view in views:
         view.contribute(site)
     _runs_and_hosts(site)
@@ -175,7 +175,8 @@ def _runs_and_hosts(site: Site) -> None:
             site.put(f"run/{key}/{shard}", raw="{" + ",".join(parts) + "}")
     site.add_page("run", "Run", {"runs": [[r["id"], safe_name(r["id"])] for r in runs]}, nav=False)
     by_id = {r["id"]: r for r in runs}
-    history = data.host_history(site.reader, set(by_id))
+    history = data.host_history(site.reader, set(by_id),
+                                {m: r["id"] for r in runs for m in r.get("members", ())})
     hosts = sorted(set(history) | set(site.host_extras))
     index = []
     for host in hosts:

@@ -38,13 +38,20 @@ def runs(reader, since: float | None = None) -> list[dict]:
     return out
 
 
-def host_history(reader, run_ids: set) -> dict:
-    """{host: [{run_id, counters}, ...]} over the given runs."""
+def host_history(reader, run_ids: set, members: dict | None = None) -> dict:
+    """{host: [{run_id, counters}, ...]} over the given runs; `members` (run id -> campaign id)
+    lists a campaign's runs under the campaign, once per host (its newest run there)."""
     cols = ", ".join(COUNTERS)
+    members = members or {}
     out: dict = {}
-    for rec in reader.execute(f"SELECT run_id, host, {cols} FROM run_hosts ORDER BY run_id"):
-        if rec[0] in run_ids:
-            out.setdefault(rec[1], []).append({"run_id": rec[0], "counters": dict(zip(COUNTERS, rec[2:]))})
+    for rec in sorted(reader.execute(f"SELECT run_id, host, {cols} FROM run_hosts"),
+                      key=lambda r: (members.get(r[0], r[0]), r[0])):
+        rid = members.get(rec[0], rec[0])
+        if rid in run_ids:
+            rows = out.setdefault(rec[1], [])
+            if rows and rows[-1]["run_id"] == rid:
+                rows.pop()
+            rows.append({"run_id": rid, "counters": dict(zip(COUNTERS, rec[2:]))})
     return out
 
 
@@ -67,21 +74,34 @@ def _durations(values: list) -> dict:
 
 def run_detail(reader, run: dict) -> tuple[dict, dict]:
     """(the run page's data, {shard index: [(host, [[play, task, status, duration, raw result JSON]])]})."""
-    rid = run["id"]
-    plays = {p["play_index"]: {"index": p["play_index"], "name": p["name"], "hosts": p["hosts"],
-                               "started": p["started"], "ended": p["ended"], "stopped_reason": p["stopped_reason"],
-                               "tasks": {}}
-             for p in dict_rows(reader, "SELECT play_index, name, hosts, started, ended, stopped_reason"
-                                        " FROM plays WHERE run_id=?", (rid,))}
+    rids = run.get("members") or [run["id"]]            # a campaign's runs, oldest first (campaigns.py)
+    among = f"run_id IN ({','.join('?' * len(rids))})"
+    plays: dict = {}
+    for p in dict_rows(reader, f"SELECT play_index, name, hosts, started, ended, stopped_reason FROM plays"
+                               f" WHERE {among}", rids):
+        play = plays.setdefault(p["play_index"], {"index": p["play_index"], "name": p["name"], "hosts": p["hosts"],
+                                                  "started": p["started"], "ended": p["ended"],
+                                                  "stopped_reason": None, "tasks": {}})
+        play["stopped_reason"] = play["stopped_reason"] or p["stopped_reason"]
+        if len(rids) > 1:
+            play["hosts"] = None
     hosts = {}
     cols = ", ".join(COUNTERS)
-    for rec in reader.execute(f"SELECT host, {cols} FROM run_hosts WHERE run_id=? ORDER BY host", (rid,)):
-        hosts[rec[0]] = dict(zip(COUNTERS, rec[1:]))
+    order = {r: i for i, r in enumerate(rids)}
+    rows = sorted(reader.execute(f"SELECT run_id, host, {cols} FROM run_hosts WHERE {among}", rids),
+                  key=lambda rec: order[rec[0]])
+    for rec in rows:                                    # the newest run of a host wins
+        hosts[rec[1]] = dict(zip(COUNTERS, rec[2:]))
+    newest: dict = {}
+    for rec in reader.execute(f"SELECT run_id, host, play_index, task_index, task_name, module, status, duration,"
+                              f" result FROM task_results WHERE {among} ORDER BY play_index, task_index, id", rids):
+        key = (rec[1], rec[2], rec[3])
+        if key not in newest or order[rec[0]] >= order[newest[key][0]]:
+            newest[key] = rec
     per_host: dict = {}
     durations: dict = {}
-    for host, pi, ti, name, module, status, duration, raw in reader.execute(
-            "SELECT host, play_index, task_index, task_name, module, status, duration, result FROM task_results"
-            " WHERE run_id=? ORDER BY play_index, task_index, id", (rid,)):
+    for _rid, host, pi, ti, name, module, status, duration, raw in sorted(newest.values(),
+                                                                          key=lambda r: (r[2], r[3])):
         play = plays.setdefault(pi, {"index": pi, "name": None, "hosts": None, "started": None, "ended": None,
                                      "stopped_reason": None, "tasks": {}})
         task = play["tasks"].setdefault(ti, {"index": ti, "name": name, "module": module, "counts": {},

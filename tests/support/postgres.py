@@ -6,6 +6,7 @@ in a temporary directory owned by the `postgres` user, on a loopback port with p
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
@@ -55,14 +56,13 @@ class Server:
         return f"postgresql://fleetops:{PASSWORD}@127.0.0.1:{self.port}/{name}"
 
 
-@pytest.fixture(scope="session")
-def postgres():
-    if os.geteuid() != 0:
-        pytest.skip("the PostgreSQL server is started as the postgres user, which needs root")
+@contextlib.contextmanager
+def running_server():
+    """A started server (as root), stopped and removed when the block ends; the benches use it too."""
     try:
         pwd.getpwnam("postgres")
     except KeyError:
-        pytest.fail("no postgres user: scripts/setup.sh installs Debian's postgresql package")
+        raise RuntimeError("no postgres user: scripts/setup.sh installs Debian's postgresql package") from None
     root = tempfile.mkdtemp(prefix="fleetops-pg-")
     os.chmod(root, 0o755)
     server = Server(root, _free_port())
@@ -84,6 +84,17 @@ def postgres():
         if os.path.exists(os.path.join(server.data, "postmaster.pid")):
             server.as_postgres(_bin("pg_ctl"), "-D", server.data, "-m", "fast", "-w", "stop", check=False)
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    if os.geteuid() != 0:
+        pytest.skip("the PostgreSQL server is started as the postgres user, which needs root")
+    try:
+        with running_server() as server:
+            yield server
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture

@@ -193,6 +193,7 @@ import dataclasses, os, sys, time, types
 class RunOptions:
     limit: object; tags: object; skip_tags: object; extra_vars: dict; forks: int; check: bool
     diff: bool; accept_new_host_keys: bool; results_dir: str; known_hosts: object; results_db: object = None
+    batch_gate: object = None
 
 def run_playbook(playbook, inventory, options, events, run_id, modules, stop):
     mode = os.environ["FAKE_MODE"]
