@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterator
 from fleetops.engine import secrets as _secrets
 from fleetops.engine.inventory import short_name
 from fleetops.engine.playcontext import PlayContext
+from fleetops.engine.taskmagic import task_magic
 from fleetops.engine.taskrun import Frame, HostState
 from fleetops.engine.variables import layered
 
@@ -118,7 +119,9 @@ class RunVars:
         return layered(role_defaults=task.defaults, inventory=self.inventory_vars(host), facts=st.facts,
                        play_vars=pctx.play.vars, vars_files=pctx.vars_files, task_vars=task.vars,
                        persistent=st.persistent, extra_vars=self.options.extra_vars,
-                       magic=self._magic(pctx, host, check))
+                       magic={**task_magic(task, pctx.play, self.options, self.playbook_dir,
+                                           getattr(self.inventory, "path", None)),
+                              **self._magic(pctx, host, check)})
 
     def host_view(self, pctx: PlayContext, host: str) -> dict:
         """What `hostvars[host]` shows: everything but task-level vars."""

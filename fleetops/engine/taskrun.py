@@ -18,6 +18,8 @@ from fleetops.engine.connection.hostvars import _bool
 from fleetops.engine.module import Arg, Module, Result, TaskContext
 from fleetops.engine.playbook.keywords import DEFAULT_POLL
 from fleetops.engine.playbook.model import Task
+from fleetops.engine.playbook.withloop import WithLoop
+from fleetops.engine.templating.lookup_calls import loop_items
 from fleetops.engine.taskenv import EnvironmentError_, render_environment
 from fleetops.engine.templating import Templar, TemplateError, mark_unsafe
 from fleetops.errors import Unreachable
@@ -330,7 +332,9 @@ class TaskRunner:
 
     def _loop_items(self, variables: dict) -> list:
         loop = self.task.loop
-        if isinstance(loop, str):
+        if isinstance(loop, WithLoop):
+            value = loop_items(self.templar, loop.lookup, loop.terms, variables)
+        elif isinstance(loop, str):
             value = self.templar.evaluate(loop, variables) if "{{" not in loop else self.templar.render(loop, variables)
         else:
             value = self.templar.render(loop, variables)
@@ -338,6 +342,8 @@ class TaskRunner:
             raise TemplateError("loop needs a list, got a mapping (use dict2items)")
         if isinstance(value, str) or not hasattr(value, "__iter__"):
             raise TemplateError(f"loop needs a list, got {type(value).__name__}")
+        if self.task.own.get("loop_with") == "items":
+            return [y for x in value for y in (x if isinstance(x, (list, tuple)) else [x])]
         return list(value)
 
     def _when(self, conditions: list, variables: dict) -> dict | None:

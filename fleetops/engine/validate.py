@@ -11,6 +11,7 @@ import os
 
 from fleetops.engine.playbook import Play, Playbook, Task, check_args, set_limit, walk_tasks
 from fleetops.engine.templating import Templar, TemplateError
+from fleetops.engine.taskmagic import TASK_MAGIC_NAMES
 from fleetops.engine.varsfile import load_vars_file
 from fleetops.engine.yamlsrc import Mapping
 from fleetops.errors import BadInput
@@ -30,7 +31,7 @@ MAGIC_VARS = frozenset({
     "play_hosts", "ansible_play_hosts", "ansible_play_batch", "ansible_check_mode",
     "ansible_diff_mode", "playbook_dir", "inventory_dir", "omit", "fleetops_run_id",
     "fleetops_results_dir", "item", "ansible_loop", "ansible_version", "ansible_play_hosts_all",
-})
+}) | TASK_MAGIC_NAMES
 
 # Defined by the executor only inside `rescue:` (as in Ansible).
 RESCUE_VARS = frozenset({"ansible_failed_task", "ansible_failed_result"})

@@ -7,6 +7,7 @@ Each target runs as ansible-test's `command_integration_role` runs it: a playboo
 integration directory, `hosts: testhost`, `gather_facts` from the target's aliases (else true),
 `vars: {output_dir}`, `roles: [<target>]`, the targets directory as roles path, and `testhost`
 on the local connection. Every run has its own HOME, TMPDIR and output_dir.
+FLEETOPS_TARGETS_SRC=<dir> runs the fleetops package found there (another commit's tree).
 """
 from __future__ import annotations
 
@@ -156,6 +157,8 @@ def _env(home: Path) -> dict:
                ANSIBLE_ROLES_PATH=str(integration_dir() / "targets"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_CONFIG=str(home / "none.cfg"), ANSIBLE_RETRY_FILES_ENABLED="0",
                ANSIBLE_DEPRECATION_WARNINGS="0", ANSIBLE_FORCE_COLOR="0")
+    if os.environ.get("FLEETOPS_TARGETS_SRC"):          # another checkout's fleetops (a base figure)
+        env["PYTHONPATH"] = os.environ["FLEETOPS_TARGETS_SRC"]
     return env
 
 
@@ -177,7 +180,7 @@ def run(name: str, tool: str) -> Outcome:
             if tool == "ansible":
                 cmd = [os.path.join(BIN, "ansible-playbook"), "-i", str(inv), pb]
             else:
-                cmd = [os.path.join(BIN, "fleetops"), "run", "-i", str(inv), "--json",
+                cmd = [sys.executable, "-m", "fleetops", "run", "-i", str(inv), "--json",
                        "--results", str(home / "runs"), pb]
             try:
                 proc = subprocess.run(cmd, cwd=str(integ), env=_env(home), capture_output=True,
@@ -191,17 +194,19 @@ def run(name: str, tool: str) -> Outcome:
         return Outcome(True, traceback=traceback)
     if tool == "ansible":
         return Outcome(False, _ansible_reason(proc.stdout + "\n" + proc.stderr), traceback)
-    reason = _fleetops_reason(proc).replace(str(integ / "targets") + "/", "")
+    reason = _fleetops_reason(proc).replace(str(integ / "targets") + "/", "").replace("fleetops: error: ", "")
     return Outcome(False, f"exit {proc.returncode}: {reason}", traceback)
 
 
-def compare(names: list, jobs: int = 1, echo=None) -> dict:
-    """name -> (ansible Outcome, fleetops Outcome), the two tools side by side per target."""
+def compare(names: list, jobs: int = 1, echo=None, ansible: dict | None = None) -> dict:
+    """name -> (ansible Outcome, fleetops Outcome), the two tools side by side per target;
+    `ansible` (name -> Outcome, from an earlier run's save()) stands in for ansible-playbook's runs."""
     from concurrent.futures import ThreadPoolExecutor
     integration_dir()
 
     def one(name):
-        pair = (run(name, "ansible"), run(name, "fleetops"))
+        known = (ansible or {}).get(name)
+        pair = (known or run(name, "ansible"), run(name, "fleetops"))
         if echo:
             echo(name, *pair)
         return name, pair
@@ -227,3 +232,14 @@ def figure(results: dict) -> str:
     pct = 100.0 * len(both) / len(ok) if ok else 0.0
     return (f"{len(results)} targets; {len(ok)} pass with ansible-playbook; of those {len(both)} pass "
             f"with fleetops ({pct:.0f}%); fleetops tracebacks: {len(tb)}")
+
+
+def save(results: dict, path: str) -> None:
+    with open(path, "w") as f:
+        json.dump({n: {"ansible": vars(a), "fleetops": vars(b)} for n, (a, b) in results.items()}, f, indent=1)
+
+
+def load(path: str) -> dict:
+    with open(path) as f:
+        doc = json.load(f)
+    return {n: (Outcome(**d["ansible"]), Outcome(**d["fleetops"])) for n, d in doc.items()}

@@ -9,6 +9,7 @@ from fleetops.engine.playbook.checks import (close, is_template, kind, want_bool
                                              want_int_or_template, want_name, want_str, want_str_list)
 from fleetops.engine.playbook.dynamic import DynamicInclude, candidate_tasks, read_included
 from fleetops.engine.playbook.includes import import_name, include_args
+from fleetops.engine.playbook.withloop import WithLoop, with_key, with_keys
 from fleetops.engine.playbook.keywords import (ASYNC_MODULES, BLOCK_KEYS, DEFAULT_POLL, DYNAMIC, LOOP_KEYS, INCLUDE_TASK_KEYS, LOOP_CONTROL_KEYS, NOT_SUPPORTED,
                                                ROLE_FROM_KEYS, TASK_KEYS, Inherit, include_kind,
                                                inherit_keywords, unknown_keys)
@@ -79,7 +80,7 @@ def _action_form(m: Mapping, modules: dict) -> Mapping:
 def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
     m = _action_form(m, modules)
     task = Task(where=m.where, positions={k: m.key_where(k) for k in m}, is_handler=handler)
-    keys = set(TASK_KEYS)
+    keys = set(TASK_KEYS) | set(with_keys())
     inc_key = next((k for k in m if include_kind(k)), None)
     extra = [k for k in m if k not in keys and k != inc_key]
     mods = [k for k in extra if resolve_module(k, modules)]
@@ -110,7 +111,7 @@ def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
     if is_block:
         allowed = INCLUDE_TASK_KEYS + (inc_key,) if inc_key else BLOCK_KEYS
         if include_kind(inc_key) in DYNAMIC and not handler:
-            allowed += LOOP_KEYS + ("register",)
+            allowed += LOOP_KEYS + with_keys() + ("register",)
         what = f"an {include_kind(inc_key)}" if inc_key else "a block"
         for k in m:
             if k not in allowed:
@@ -194,8 +195,12 @@ def _async(m: Mapping, task: Task) -> None:
 
 def _loop(m: Mapping, task: Task) -> None:
     """`loop` / `with_items` and `loop_control` of a module task or a dynamic include."""
-    if "loop" in m and "with_items" in m:
-        raise BadInput("use either 'loop' or 'with_items', not both", where=m.key_where("with_items"))
+    looped = [k for k in ("loop", "with_items", with_key(m)) if k and k in m]
+    if len(looped) > 1:
+        raise BadInput(f"use either '{looped[0]}' or '{looped[1]}', not both", where=m.key_where(looped[1]))
+    if looped and looped[0] not in ("loop", "with_items"):
+        task.loop = WithLoop({"with": looped[0][5:], "terms": m[looped[0]]})
+        task.positions.setdefault("loop", m.key_where(looped[0]))
     loop_key = "loop" if "loop" in m else ("with_items" if "with_items" in m else None)
     if loop_key:
         loop = m[loop_key]
@@ -206,7 +211,8 @@ def _loop(m: Mapping, task: Task) -> None:
         if loop_key == "with_items" and isinstance(loop, str) and not is_template(loop):
             loop = [loop]                 # ansible-core: a bare with_items string is one item
         task.loop = loop
-        if loop_key == "with_items":
+        if loop_key == "with_items":      # the items lookup: taskrun flattens its list one level
+            task.own["loop_with"] = "items"
             task.positions.setdefault("loop", m.key_where("with_items"))
     lc = m.get("loop_control")
     if lc is not None:

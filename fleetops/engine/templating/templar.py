@@ -18,6 +18,7 @@ from jinja2.sandbox import (UNSAFE_ASYNC_GENERATOR_ATTRIBUTES, UNSAFE_COROUTINE_
 
 from fleetops.engine.templating.errors import TemplateError
 from fleetops.engine.templating.filters import FILTERS, LOOKUPS, TESTS
+from fleetops.engine.templating.lookup_calls import lookup_globals
 from fleetops.engine.templating.unsafe import UnsafeText, mark_unsafe
 
 # Names no playbook needs and every sandbox escape uses (`__class__`, `__globals__`, mangled
@@ -132,6 +133,7 @@ class Templar:
                                             autoescape=False)
         env.filters.update(FILTERS)
         env.tests.update(TESTS)
+        env.globals.update(lookup_globals(self))
         self.env = env
         self.lookups = LOOKUPS
         self._templates: dict = {}
