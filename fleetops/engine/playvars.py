@@ -116,7 +116,8 @@ class RunVars:
     def task_vars(self, pctx: PlayContext, host: str, task: Any, frame: Frame, check: bool) -> dict:
         """Every variable the task sees, in the order of engine/variables.py."""
         st = self.state(host)
-        return layered(role_defaults=task.defaults, inventory=self.inventory_vars(host), facts=st.facts,
+        facts = st.facts if "ansible_facts" in st.facts else {**st.facts, "ansible_facts": {}}   # none gathered yet
+        return layered(role_defaults=task.defaults, inventory=self.inventory_vars(host), facts=facts,
                        play_vars=pctx.play.vars, vars_files=pctx.vars_files, task_vars=task.vars,
                        persistent=st.persistent, extra_vars=self.options.extra_vars,
                        magic={**task_magic(task, pctx.play, self.options, self.playbook_dir,

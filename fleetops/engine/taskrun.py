@@ -124,6 +124,7 @@ class GatherFacts(Module):
         return dict(res)
 
 
+FACT_MODULES = (GatherFacts.name, "setup")
 NO_LOG = "_fleetops_no_log"
 CENSORED = "the output has been hidden due to the fact that 'no_log: true' was specified for this result"
 _KEPT = ("changed", "failed", "skipped", "unreachable", "ignored", "rescued", "duration", "attempts", "retries")
@@ -174,9 +175,12 @@ def record(run, host: str, task, frame: Frame, res: dict, started: float, ended:
             if isinstance(r.get("ansible_facts"), dict) and not r.get("failed"):
                 to = r.get("delegated_host") if task.delegate_facts else None
                 facts.setdefault(to if to in run.inventory.hosts else host, {}).update(r["ansible_facts"])
-        if task.module == GatherFacts.name:
-            own = facts.get(host, {})
-            st.facts = mark_unsafe({**own, "ansible_facts": own})
+        if task.module in FACT_MODULES:    # a task's setup adds to the facts gathered before it
+            before = {k: v for k, v in st.facts.items() if k != "ansible_facts"} if task.module == "setup" else {}
+            own = {**before, **facts.get(host, {})}
+            # ansible_facts also names each fact without its prefix (ansible_facts.os_family)
+            bare = {k[len("ansible_"):]: v for k, v in own.items() if k.startswith("ansible_")}
+            st.facts = mark_unsafe({**own, "ansible_facts": {**own, **bare}})
         else:
             for name, got in facts.items():
                 run.state(name).persistent.update(mark_unsafe(got))

@@ -284,9 +284,9 @@ def _superset(a, b):
 
 
 def _truthy(value, convert_bool=False):
-    if convert_bool:
-        from fleetops.engine.templating.filters import _f_bool
-        value = _f_bool(value) if isinstance(value, (str, int, bool)) or value is None else value
+    if convert_bool and isinstance(value, (str, int, bool)):
+        from fleetops.engine.templating.lookups import _bool
+        value = _bool(value)
     return bool(value)
 
 
