@@ -11,6 +11,7 @@ import os
 
 from fleetops.engine.playbook import Play, Playbook, Task, check_args, set_limit, walk_tasks
 from fleetops.engine.templating import Templar, TemplateError
+from fleetops.engine.setfact_names import templated_names
 from fleetops.engine.taskmagic import TASK_MAGIC_NAMES
 from fleetops.engine.varsfile import load_vars_file
 from fleetops.engine.yamlsrc import Mapping
@@ -183,7 +184,9 @@ def _runtime_names(play: Play, modules: dict, base_dir: str) -> set:
         if defines is not None:
             names |= defines(t, play.base_dir or base_dir)
         if t.module == "set_fact" and isinstance(t.args, dict):
-            names |= {k for k in t.args if isinstance(k, str) and k != "cacheable"}
+            names |= {k for k in t.args if isinstance(k, str) and k != "cacheable" and "{{" not in k}
+            for k in (k for k in t.args if isinstance(k, str) and "{{" in k):
+                names |= templated_names(t, k)
     return names
 
 

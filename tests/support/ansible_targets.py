@@ -115,7 +115,7 @@ class Outcome:
     traceback: bool = False
 
 
-def _one_line(text: str, limit: int = 150) -> str:
+def _one_line(text: str, limit: int = 240) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

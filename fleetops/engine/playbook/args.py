@@ -62,7 +62,7 @@ def _parse_kv(text: str, where: str) -> dict:
     out = {}
     for tok in _split_kv(text, where):
         key, eq, value = tok.partition("=")
-        if not eq or not IDENT.match(key):
+        if not eq or not (IDENT.match(key) or is_template(key)):   # set_fact: "{{ item }}=moo"
             raise BadInput(f"module arguments must be key=value, not {tok!r}", where=where)
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
             value = value[1:-1]
@@ -156,7 +156,7 @@ def check_args(task: Task, modules: dict) -> None:
     any_args = mod_cls.any_args   # set_fact: every other key is a variable name
     for k, v in args.items():
         if any_args and k not in spec:
-            if not isinstance(k, str) or not IDENT.match(k):
+            if not isinstance(k, str) or not (IDENT.match(k) or is_template(k)):   # a templated name: run time
                 raise BadInput(f"invalid variable name {k!r} for module '{task.module}' "
                                "(letters, digits and _ only)", where=kw(k))
             continue
