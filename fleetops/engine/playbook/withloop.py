@@ -19,7 +19,7 @@ class WithLoop(dict):
 
 def with_keys() -> tuple:
     """Every `with_<lookup>` key a task may carry (with_items is read as the loop it always was)."""
-    return tuple(f"with_{name}" for name in LOOKUPS if name != "items")
+    return tuple(f"with_{name}" for name in LOOKUPS if name != "items" and "." not in name)
 
 
 def with_key(m) -> str | None:

@@ -277,3 +277,4 @@ TESTS = prefixed({**TESTS_MORE, **TESTS})
 # validation, as an unknown filter or test is. lookups_data adds its plugins to the same registry.
 import fleetops.engine.templating.lookups_data  # noqa: E402,F401
 from fleetops.engine.templating.lookups import LOOKUPS  # noqa: E402,F401  (the registry templar and withloop read)
+LOOKUPS.update(prefixed(LOOKUPS))

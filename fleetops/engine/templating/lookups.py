@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import configparser
+import copy
 import glob
 import itertools
 import os
@@ -32,7 +33,7 @@ class LookupEnv:
     """What a lookup sees: the task's variables and a render function for the template lookup."""
 
     variables: Any
-    render_file: Callable[[str, dict], str] | None = None
+    render_file: Callable[..., str] | None = None
 
     def search_dirs(self) -> list:
         out = []
@@ -100,13 +101,13 @@ def _env(terms, env, default=""):
     return [os.environ.get(str(t).split()[0] if str(t).strip() else str(t), default) for t in terms]
 
 
-def _template(terms, env, template_vars=None, **_style):
+def _template(terms, env, template_vars=None, convert_data=None, jinja2_native=None, **style):
     out = []
     for term in terms:
         path = env.find("templates", term)
         if env.render_file is None:
             raise LookupError_("the template lookup needs a templar")
-        out.append(env.render_file(path, dict(template_vars or {})))
+        out.append(env.render_file(path, dict(template_vars or {}), style))
     return out
 
 
@@ -248,41 +249,46 @@ def _together(terms, env):
 
 
 def _subelements(terms, env, skip_missing=False):
-    if not isinstance(terms, list) or len(terms) not in (2, 3):
-        raise LookupError_("subelements lookup expects a list of two or three items, "
-                           "the list or dict, the key and optionally a dict of flags")
+    def terms_error(msg=""):
+        return LookupError_("subelements lookup expects a list of two or three items, " + msg)
+    if not isinstance(terms, list) or not 2 <= len(terms) <= 3:
+        raise terms_error()
+    if not isinstance(terms[0], (list, dict)) or not isinstance(terms[1], str):
+        raise terms_error("first a dict or a list, second a string pointing to the subkey")
     items, key = terms[0], terms[1]
+    if isinstance(items, dict):
+        if items.get("skipped", False) is not False:
+            return []
+        items = list(items.values())
     flags = terms[2] if len(terms) == 3 else {}
     if not isinstance(flags, dict) or set(flags) - {"skip_missing"}:
-        raise LookupError_("the optional third item of subelements lookup must be a dictionary with "
-                           "flags skip_missing")
+        raise terms_error("the optional third item must be a dict with flags ('skip_missing',)")
     skip = _bool(flags.get("skip_missing", skip_missing))
-    if isinstance(items, dict):
-        items = list(items.values())
-    if not isinstance(items, list):
-        raise LookupError_("subelements lookup expects a dictionary or a list, got '%s'" % (items,))
-    if not isinstance(key, str):
-        raise LookupError_("subelements lookup expects a string as the second item, got '%s'" % (key,))
     out = []
-    for item in items:
-        if item.get("skipped"):
+    path = key.split(".")
+    for item in copy.deepcopy(items):
+        if not isinstance(item, dict):
+            raise LookupError_(f"subelements lookup expects a dictionary, got '{item}'")
+        if item.get("skipped", False) is not False:
             continue
-        sub = item
-        path = key.split(".")
+        sub, found = item, []
         for i, part in enumerate(path):
+            last = i == len(path) - 1
             if part not in sub:
                 if skip:
-                    sub = None
-                    break
-                raise LookupError_(f"could not find '{part}' key in iterated item '{item}'")
-            sub = sub[part]
-            if i < len(path) - 1 and not isinstance(sub, dict):
-                raise LookupError_(f"the key {part} should point to a dictionary, got '{sub}'")
-        if sub is None:
-            continue
-        if not isinstance(sub, list):
-            raise LookupError_(f"the key {path[-1]} should point to a list, got '{sub}'")
-        out.extend([item, s] for s in sub)
+                    continue
+                raise LookupError_(f"could not find '{part}' key in iterated item '{sub}'")
+            if not last:
+                if not isinstance(sub[part], dict):
+                    if skip:
+                        continue
+                    raise LookupError_(f"the key {part} should point to a dictionary, got '{sub[part]}'")
+                sub = sub[part]
+            elif not isinstance(sub[part], list):
+                raise LookupError_(f"the key {part} should point to a list, got '{sub[part]}'")
+            else:
+                found = sub.pop(part)      # as ansible-core: the first element no longer holds the list
+        out.extend([item, s] for s in found)
     return out
 
 

@@ -20,13 +20,14 @@ _SHORTCUT = re.compile(r"^((?:0[xX])?[0-9a-fA-F]+-)?((?:0[xX])?[0-9a-fA-F]+)(/(?
 def _int(v) -> int:
     """ansible-core 2.19 takes decimal integers only (0x0a is refused)."""
     if not re.fullmatch(r"\s*-?\d+\s*", str(v)):
-        raise LookupError_(f"Invalid value provided for 'integer': {str(v)!r}")
+        raise LookupError_(f"a setting has an invalid value: Invalid value provided for 'integer': {str(v)!r}")
     return int(str(v))
 
 
 def _sequence(terms, env, start=None, end=None, count=None, stride=None, format=None):
     out = []
-    for term in terms or [""]:
+    given = any(v is not None for v in (start, end, count, stride, format))
+    for term in terms or ([""] if given else []):      # no terms and no options: no items
         opts = {"start": start, "end": end, "count": count, "stride": stride, "format": format}
         text = str(term).strip()
         if text:
@@ -46,7 +47,7 @@ def _sequence(terms, env, start=None, end=None, count=None, stride=None, format=
                     if not sep or k not in opts:
                         raise LookupError_(f"unrecognized arguments to with_sequence: {text!r}")
                     if k != "format" and not re.fullmatch(r"-?\d+", v):
-                        raise LookupError_(f"Invalid value provided for 'integer': {v!r}")
+                        raise LookupError_(f"Config '{k}' for 'sequence' lookup has an invalid value: Invalid value provided for 'integer': {v!r}")
                     opts[k] = v
         try:
             first = _int(opts["start"]) if opts["start"] is not None else 1
@@ -55,6 +56,8 @@ def _sequence(terms, env, start=None, end=None, count=None, stride=None, format=
                 raise LookupError_("can't specify both count and end in with_sequence")
             if opts["count"] is not None:
                 count = _int(opts["count"])
+                if count == 0:                  # ansible-core: no items, not an error
+                    continue
                 last = first + count * step - 1 if count else first - step
             elif opts["end"] is not None:
                 last = _int(opts["end"])
@@ -63,6 +66,10 @@ def _sequence(terms, env, start=None, end=None, count=None, stride=None, format=
         except ValueError as exc:
             raise LookupError_(f"can't parse arg to with_sequence: {exc}") from None
         fmt = opts["format"] or "%d"
+        try:
+            fmt % 0
+        except (ValueError, TypeError):
+            raise LookupError_(f"bad formatting string: {fmt}") from None
         if step > 0 and last < first:
             raise LookupError_("to count backwards make stride negative")
         if step < 0 and last > first:
