@@ -201,7 +201,7 @@ def _rekey_on_member(data, key, duplicates="error"):
 def _subelements(obj, subelements, skip_missing=False):
     from fleetops.engine.templating.lookups import LookupError_, _subelements as sub
     try:
-        return sub([obj, subelements, {"skip_missing": skip_missing}], None)
+        return sub([obj, subelements, {"skip_missing": skip_missing}], None, _pop=False)
     except LookupError_ as exc:
         raise TemplateError(f"template error: subelements: {exc.msg}") from None
 

@@ -101,7 +101,10 @@ def _env(terms, env, default=""):
     return [os.environ.get(str(t).split()[0] if str(t).strip() else str(t), default) for t in terms]
 
 
-def _template(terms, env, template_vars=None, convert_data=None, jinja2_native=None, **style):
+def _template(terms, env, template_vars=None, **style):
+    """convert_data and jinja2_native are accepted (ansible-core takes them); the text is the result."""
+    for accepted in ("convert_data", "jinja2_native"):
+        style.pop(accepted, None)
     out = []
     for term in terms:
         path = env.find("templates", term)
@@ -248,7 +251,7 @@ def _together(terms, env):
     return [list(t) for t in itertools.zip_longest(*[t if isinstance(t, list) else [t] for t in terms])]
 
 
-def _subelements(terms, env, skip_missing=False):
+def _subelements(terms, env, skip_missing=False, _pop=True):
     def terms_error(msg=""):
         return LookupError_("subelements lookup expects a list of two or three items, " + msg)
     if not isinstance(terms, list) or not 2 <= len(terms) <= 3:
@@ -287,7 +290,8 @@ def _subelements(terms, env, skip_missing=False):
             elif not isinstance(sub[part], list):
                 raise LookupError_(f"the key {part} should point to a list, got '{sub[part]}'")
             else:
-                found = sub.pop(part)      # as ansible-core: the first element no longer holds the list
+                # as ansible-core's lookup: the first element no longer holds the list (its filter keeps it)
+                found = sub.pop(part) if _pop else sub[part]
         out.extend([item, s] for s in found)
     return out
 
