@@ -7,6 +7,7 @@ and events) so the Ansible task semantics can be read in one place.
 """
 from __future__ import annotations
 
+import time
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -20,6 +21,7 @@ from fleetops.engine.playbook.keywords import DEFAULT_POLL
 from fleetops.engine.playbook.model import Task
 from fleetops.engine.playbook.withloop import WithLoop
 from fleetops.engine.templating.lookup_calls import loop_items
+from fleetops.engine.loopcontrol import loop_extras, registered as _registered
 from fleetops.engine.taskenv import EnvironmentError_, render_environment
 from fleetops.engine.templating import Templar, TemplateError, mark_unsafe
 from fleetops.errors import Unreachable
@@ -309,16 +311,24 @@ class TaskRunner:
         if not items:
             return skipped_result("No items in the list", results=[], skip_reason="No items in the list")
         results = []
-        for item in items:
+        control = task.own.get("loop_control", {})
+        for index, item in enumerate(items):
+            if index and control.get("pause"):
+                time.sleep(float(self._number(control["pause"], 0, variables)))
             iv = dict(variables)
             iv[loop_var] = item
             iv["ansible_loop_var"] = loop_var
+            shown = loop_extras(control, items, index, self.templar, variables)
+            iv.update(shown)
             res = self._when(conditions, iv)
             if res is None:
                 res = self._run_once(iv)
             res[loop_var] = item
             res["ansible_loop_var"] = loop_var
+            res.update(shown)
             results.append(res)
+            if control.get("break_when") and self.templar.evaluate(control["break_when"], {**iv, **_registered(task, res)}):
+                break
             if res.get("unreachable"):
                 out = unreachable_result(res.get("msg", ""))
                 out["results"] = results

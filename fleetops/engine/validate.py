@@ -101,7 +101,9 @@ class _Checker:
         if rescue:
             scope |= RESCUE_VARS
         if task.loop is not None:
-            scope |= {task.loop_var, "ansible_loop"}
+            scope |= {task.loop_var, "ansible_loop", "ansible_index_var", "ansible_loop_var"}
+            if task.own.get("loop_control", {}).get("index_var"):
+                scope.add(task.own["loop_control"]["index_var"])
         own_when = task.own.get("when", task.when)
         try:
             guards = guards | self.templar.defined_guards(own_when, conditional=True)

@@ -169,7 +169,8 @@ def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
     task.retries = want_int_or_template(m, "retries")
     if task.until is not None and task.retries is None:
         task.retries = 3
-    task.delay = want_int_or_template(m, "delay", default=5)
+    task.delay = (m["delay"] if isinstance(m.get("delay"), float) and m["delay"] >= 0   # delay: 0.01
+                  else want_int_or_template(m, "delay", default=5))
     task.failed_when = want_conditions(m, "failed_when")
     task.changed_when = want_conditions(m, "changed_when")
     task.notify = want_str_list(m, "notify")
@@ -222,6 +223,8 @@ def _loop(m: Mapping, task: Task) -> None:
         unknown_keys(lc, LOOP_CONTROL_KEYS, "loop_control")
         task.loop_var = want_name(lc, "loop_var") or "item"
         task.loop_label = lc.get("label")
+        want_name(lc, "index_var")
+        task.own["loop_control"] = {k: lc[k] for k in LOOP_CONTROL_KEYS[2:] if k in lc}
 
 
 def include_block(m: Mapping, key: str, inh: Inherit, handler: bool, dynamic: bool = False,

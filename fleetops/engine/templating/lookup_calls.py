@@ -20,7 +20,6 @@ def _env(templar: Any, variables: Any) -> LookupEnv:
     def render_file(path: str, extra: dict, style: dict | None = None) -> str:
         """The template file rendered in the sandbox, `{% include %}` and `{% import %}` found in
         the lookup's search path (templates/ of the role and the playbook, then the file's own)."""
-        from fleetops.engine.templating.templar import _LazyVars
         with open(path, encoding="utf-8") as f:
             text = f.read()
         dirs = [os.path.dirname(path)] + [p for d in env.search_dirs() for p in (os.path.join(d, "templates"), d)]
@@ -30,7 +29,7 @@ def _env(templar: Any, variables: Any) -> LookupEnv:
         overlay = templar.env.overlay(loader=jinja2.FileSystemLoader(dirs), keep_trailing_newline=False, **opts)
         base = getattr(variables, "_vars", variables)
         tmpl = overlay.from_string(text)
-        ctx = tmpl.new_context(_LazyVars(templar, {**base, **extra}), shared=True)
+        ctx = tmpl.new_context(templar.lazy({**base, **extra}), shared=True)
         out = "".join(str(x) for x in tmpl.root_render_func(ctx))
         return out + "\n" if text.endswith("\n") and not out.endswith("\n") else out
     env.render_file = render_file

@@ -249,6 +249,10 @@ class Templar:
         return value
 
     # -- public API
+    def lazy(self, variables: dict) -> collections.abc.Mapping:
+        """`variables` as one render sees them (template-valued ones rendered on first use)."""
+        return _LazyVars(self, variables)
+
     def render(self, value: Any, variables: dict) -> Any:
         """Render strings inside `value` (recursively); `"{{ expr }}"` alone keeps its native type."""
         return self._render(value, _LazyVars(self, variables))
