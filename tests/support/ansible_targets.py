@@ -156,7 +156,8 @@ def _env(home: Path) -> dict:
     env.update(HOME=str(home), TMPDIR=str(home / "tmp"), ANSIBLE_HOME=str(home / ".ansible"),
                ANSIBLE_ROLES_PATH=str(integration_dir() / "targets"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_CONFIG=str(home / "none.cfg"), ANSIBLE_RETRY_FILES_ENABLED="0",
-               ANSIBLE_DEPRECATION_WARNINGS="0", ANSIBLE_FORCE_COLOR="0")
+               ANSIBLE_DEPRECATION_WARNINGS="0", ANSIBLE_FORCE_COLOR="0",
+               PATH=BIN + os.pathsep + os.environ.get("PATH", ""))   # a target's own ansible-playbook calls
     if os.environ.get("FLEETOPS_TARGETS_SRC"):          # another checkout's fleetops (a base figure)
         env["PYTHONPATH"] = os.environ["FLEETOPS_TARGETS_SRC"]
     return env
