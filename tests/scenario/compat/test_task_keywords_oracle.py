@@ -1,6 +1,7 @@
 """Task keywords and debug's var, compared with ansible-playbook on the same playbook:
 loop_control's index_var, extended (ansible_loop), pause and break_when, a float delay; `debug:
-var=` shows an undefined name as not defined and fails on an expression whose filter fails."""
+var=` shows an undefined name as not defined and fails on an expression whose filter fails; the
+variables the template module gives a template about itself."""
 from __future__ import annotations
 
 import sys
@@ -35,13 +36,18 @@ PLAYBOOK = """
     - {debug: {var: "nope_undefined"}, register: r1, ignore_errors: true}
     - {debug: {var: "'http://h/x' | urlsplit('bad_part')"}, register: r2, ignore_errors: true}
     - {name: debug_var, debug: {msg: "{{ r1 is failed }} {{ r2 is failed }}"}}
+    - {template: {src: t.j2, dest: "{{ playbook_dir }}/t.out"}}
+    - {name: template_vars, debug: {msg: "{{ lookup('file', playbook_dir + '/t.out') }}"}}
 """
+FILES = {"templates/t.j2": "{{ ansible_managed }} {{ template_uid }} {{ template_fullpath | basename }} "
+                           "{{ template_destpath | basename }} {{ template_mtime.year > 2000 }} "
+                           "{{ template_run_date.year > 2000 }}\n"}
 INVENTORY = f"all:\n  hosts:\n    h1: {{ansible_connection: local, ansible_python_interpreter: {sys.executable}}}\n"
-TASKS = ("extended", "broken", "until_float_delay", "debug_var")
+TASKS = ("extended", "broken", "until_float_delay", "debug_var", "template_vars")
 
 
 def test_loop_control_delay_and_debug_var_as_ansible_playbook(tmp_path):
-    want = oracle.playbook_messages(tmp_path / "ansible", PLAYBOOK, INVENTORY)
-    outcome, rec = run_yaml(tmp_path, PLAYBOOK, inventory=INVENTORY)
+    want = oracle.playbook_messages(tmp_path / "ansible", PLAYBOOK, INVENTORY, FILES)
+    outcome, rec = run_yaml(tmp_path, PLAYBOOK, inventory=INVENTORY, files=FILES)
     assert outcome.exit_code == 0, rec.failures()
     assert {t: rec.results(t)["h1"]["msg"] for t in TASKS} == {t: want[t]["h1"] for t in TASKS}
