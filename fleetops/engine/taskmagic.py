@@ -13,7 +13,7 @@ TASK_MAGIC_NAMES = frozenset({
     "role_name", "role_path", "ansible_role_name", "ansible_search_path", "ansible_run_tags",
     "ansible_skip_tags", "ansible_forks", "ansible_play_name", "ansible_playbook_python",
     "inventory_file", "inventory_dir", "ansible_config_file", "ansible_play_role_names",
-    "ansible_role_names", "role_names", "ansible_inventory_sources"})
+    "ansible_role_names", "role_names", "ansible_inventory_sources", "ansible_dependent_role_names"})
 
 
 def task_magic(task: Any, play: Any, options: Any, playbook_dir: str, inventory_path: str | None) -> dict:
@@ -25,11 +25,13 @@ def task_magic(task: Any, play: Any, options: Any, playbook_dir: str, inventory_
         "ansible_playbook_python": sys.executable,
         "ansible_config_file": None,
     }
-    roles = getattr(play, "_role_names", None)
-    if roles is None:
-        roles = list(dict.fromkeys(t.role for t in _walk(play) if t.role))
-        play._role_names = roles
-    out.update(ansible_play_role_names=roles, ansible_role_names=roles, role_names=roles)
+    names = getattr(play, "_role_names", None)
+    if names is None:
+        names = play._role_names = _role_names(play)
+    every, dependent = names
+    direct = [r for r in every if r not in dependent]
+    out.update(ansible_play_role_names=direct, role_names=direct, ansible_role_names=every,
+               ansible_dependent_role_names=dependent)
     if inventory_path:
         path = os.path.abspath(inventory_path)
         out.update(inventory_file=path, inventory_dir=path if os.path.isdir(path) else os.path.dirname(path),
@@ -42,6 +44,39 @@ def task_magic(task: Any, play: Any, options: Any, playbook_dir: str, inventory_
             search.insert(0, task.role_path)
     out["ansible_search_path"] = search
     return out
+
+
+def _role_names(play: Any) -> tuple:
+    """(every role the play runs, those only there as another role's meta dependency)."""
+    paths = dict.fromkeys((t.role, t.role_path) for t in _walk(play) if t.role)
+    every = list(dict.fromkeys(name for name, _ in paths))
+    deps: list = []
+    for _, path in paths:
+        for dep in _meta_dependencies(path):
+            if dep not in deps:
+                deps.append(dep)
+    every += [d for d in deps if d not in every]     # a dependency with no tasks still ran
+    return every, [d for d in every if d in deps]
+
+
+def _meta_dependencies(role_path: str | None) -> list:
+    import yaml
+    for name in ("main.yml", "main.yaml", "main"):
+        meta = os.path.join(role_path or "", "meta", name)
+        if role_path and os.path.isfile(meta):
+            try:
+                with open(meta, encoding="utf-8") as f:
+                    doc = yaml.safe_load(f) or {}
+            except (OSError, yaml.YAMLError):
+                return []
+            deps = doc.get("dependencies") if isinstance(doc, dict) else None
+            out = []
+            for d in deps if isinstance(deps, list) else []:
+                d = d.get("role", d.get("name")) if isinstance(d, dict) else d
+                if isinstance(d, str):
+                    out.append(os.path.basename(d))
+            return out
+    return []
 
 
 def _walk(play: Any):

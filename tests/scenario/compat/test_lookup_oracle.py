@@ -34,7 +34,10 @@ FILES = {
           register: wff
         - {name: role_with_first_found_items, debug: {msg: "{{ wff.results | map(attribute='item') | map('basename') | list }}"}}
         - {name: role_names, debug: {msg: "{{ role_name }} {{ role_path | basename }}"}}
+        - {name: role_lists, debug: {msg: "{{ ansible_role_names | sort }} {{ role_names }} {{ ansible_play_role_names }} {{ ansible_dependent_role_names }}"}}
         """),
+    "roles/r/meta/main.yml": "dependencies: [d]\n",
+    "roles/d/meta/main.yml": "{}\n",
 }
 PLAYBOOK = """
 - hosts: h1
