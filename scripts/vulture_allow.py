@@ -33,3 +33,4 @@ _.seed_state_db  # noqa
 VERDICTS  # noqa
 index_honesty  # noqa
 encode_varint  # noqa
+_.optionxform  # noqa  (configparser's hook, set by the ini lookup)

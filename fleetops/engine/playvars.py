@@ -13,6 +13,7 @@ from fleetops.engine import secrets as _secrets
 from fleetops.engine.inventory import short_name
 from fleetops.engine.playcontext import PlayContext
 from fleetops.engine.runcontext import Frame, HostState
+from fleetops.engine.taskmagic import task_magic
 from fleetops.engine.variables import layered
 
 # the ansible-core release whose playbook semantics fleetops follows (and is tested against):
@@ -115,10 +116,13 @@ class RunVars:
     def task_vars(self, pctx: PlayContext, host: str, task: Any, frame: Frame, check: bool) -> dict:
         """Every variable the task sees, in the order of engine/variables.py."""
         st = self.state(host)
-        return layered(role_defaults=task.defaults, inventory=self.inventory_vars(host), facts=st.facts,
+        facts = st.facts if "ansible_facts" in st.facts else {**st.facts, "ansible_facts": {}}   # none gathered yet
+        return layered(role_defaults=task.defaults, inventory=self.inventory_vars(host), facts=facts,
                        play_vars=pctx.play.vars, vars_files=pctx.vars_files, task_vars=task.vars,
                        persistent=st.persistent, extra_vars=self.options.extra_vars,
-                       magic=self._magic(pctx, host, check))
+                       magic={**task_magic(task, pctx.play, self.options, self.playbook_dir,
+                                           getattr(self.inventory, "path", None)),
+                              **self._magic(pctx, host, check)})
 
     def host_view(self, pctx: PlayContext, host: str) -> dict:
         """What `hostvars[host]` shows: everything but task-level vars."""

@@ -7,6 +7,7 @@ and events) so the Ansible task semantics can be read in one place.
 """
 from __future__ import annotations
 
+import time
 import traceback
 from typing import Any, cast
 
@@ -17,8 +18,11 @@ from fleetops.engine.boolean import parse_bool, truthy
 from fleetops.engine.module import Arg, Module, Result, TaskContext, result
 from fleetops.engine.playbook.keywords import DEFAULT_POLL
 from fleetops.engine.playbook.model import Task
+from fleetops.engine.loopcontrol import loop_extras, registered as _registered
+from fleetops.engine.playbook.withloop import WithLoop
 from fleetops.engine.playcontext import PlayContext
 from fleetops.engine.runcontext import Frame, RunContext
+from fleetops.engine.templating.lookup_calls import loop_items
 from fleetops.engine.taskenv import EnvironmentError_, render_environment
 from fleetops.engine.templating import Templar, TemplateError, mark_unsafe
 from fleetops.errors import Unreachable
@@ -82,6 +86,7 @@ class GatherFacts(Module):
         return dict(res)
 
 
+FACT_MODULES = (GatherFacts.name, "setup")
 NO_LOG = "_fleetops_no_log"
 CENSORED = "the output has been hidden due to the fact that 'no_log: true' was specified for this result"
 _KEPT = ("changed", "failed", "skipped", "unreachable", "ignored", "rescued", "duration", "attempts", "retries")
@@ -132,9 +137,12 @@ def record(run: RunContext, host: str, task: Task, frame: Frame, res: dict, star
             if isinstance(r.get("ansible_facts"), dict) and not r.get("failed"):
                 to = r.get("delegated_host") if task.delegate_facts else None
                 facts.setdefault(to if to in run.inventory.hosts else host, {}).update(r["ansible_facts"])
-        if task.module == GatherFacts.name:
-            own = facts.get(host, {})
-            st.facts = mark_unsafe({**own, "ansible_facts": own})
+        if task.module in FACT_MODULES:    # a task's setup adds to the facts gathered before it
+            before = {k: v for k, v in st.facts.items() if k != "ansible_facts"} if task.module == "setup" else {}
+            own = {**before, **facts.get(host, {})}
+            # ansible_facts also names each fact without its prefix (ansible_facts.os_family)
+            bare = {k[len("ansible_"):]: v for k, v in own.items() if k.startswith("ansible_")}
+            st.facts = mark_unsafe({**own, "ansible_facts": {**own, **bare}})
         else:
             for name, got in facts.items():
                 run.state(name).persistent.update(mark_unsafe(got))
@@ -263,16 +271,24 @@ class TaskRunner:
         if not items:
             return skipped_result("No items in the list", results=[], skip_reason="No items in the list")
         results = []
-        for item in items:
+        control = task.own.get("loop_control", {})
+        for index, item in enumerate(items):
+            if index and control.get("pause"):
+                time.sleep(float(self._number(control["pause"], 0, variables)))
             iv = dict(variables)
             iv[loop_var] = item
             iv["ansible_loop_var"] = loop_var
+            shown = loop_extras(control, items, index, self.templar, variables)
+            iv.update(shown)
             res = self.when(conditions, iv)
             if res is None:
                 res = self._run_once(iv)
             res[loop_var] = item
             res["ansible_loop_var"] = loop_var
+            res.update(shown)
             results.append(res)
+            if control.get("break_when") and self.templar.evaluate(control["break_when"], {**iv, **_registered(task, res)}):
+                break
             if res.get("unreachable"):
                 out = unreachable_result(res.get("msg", ""))
                 out["results"] = results
@@ -290,7 +306,9 @@ class TaskRunner:
 
     def loop_items(self, variables: dict) -> list:
         loop = self.task.loop
-        if isinstance(loop, str):
+        if isinstance(loop, WithLoop):
+            value = loop_items(self.templar, loop.lookup, loop.terms, variables)
+        elif isinstance(loop, str):
             value = self.templar.evaluate(loop, variables) if "{{" not in loop else self.templar.render(loop, variables)
         else:
             value = self.templar.render(loop, variables)
@@ -298,6 +316,8 @@ class TaskRunner:
             raise TemplateError("loop needs a list, got a mapping (use dict2items)")
         if isinstance(value, str) or not hasattr(value, "__iter__"):
             raise TemplateError(f"loop needs a list, got {type(value).__name__}")
+        if self.task.own.get("loop_with") == "items":
+            return [y for x in value for y in (x if isinstance(x, (list, tuple)) else [x])]
         return list(value)
 
     def when(self, conditions: list, variables: dict) -> dict | None:

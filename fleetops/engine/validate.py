@@ -11,6 +11,8 @@ import os
 
 from fleetops.engine.playbook import Play, Playbook, Task, check_args, set_limit, walk_tasks
 from fleetops.engine.templating import Templar, TemplateError
+from fleetops.engine.setfact_names import templated_names
+from fleetops.engine.taskmagic import TASK_MAGIC_NAMES
 from fleetops.engine.varsfile import load_vars_file
 from fleetops.engine.yamlsrc import Mapping
 from fleetops.errors import BadInput
@@ -30,7 +32,7 @@ MAGIC_VARS = frozenset({
     "play_hosts", "ansible_play_hosts", "ansible_play_batch", "ansible_check_mode",
     "ansible_diff_mode", "playbook_dir", "inventory_dir", "omit", "fleetops_run_id",
     "fleetops_results_dir", "item", "ansible_loop", "ansible_version", "ansible_play_hosts_all",
-})
+}) | TASK_MAGIC_NAMES
 
 # Defined by the executor only inside `rescue:` (as in Ansible).
 RESCUE_VARS = frozenset({"ansible_failed_task", "ansible_failed_result"})
@@ -109,7 +111,9 @@ class _Checker:
         if rescue:
             scope |= RESCUE_VARS
         if task.loop is not None:
-            scope |= {task.loop_var, "ansible_loop"}
+            scope |= {task.loop_var, "ansible_loop", "ansible_index_var", "ansible_loop_var"}
+            if task.own.get("loop_control", {}).get("index_var"):
+                scope.add(task.own["loop_control"]["index_var"])
         own_when = task.own.get("when", task.when)
         try:
             guards = guards | self.templar.defined_guards(own_when, conditional=True)
@@ -192,7 +196,9 @@ def _runtime_names(play: Play, modules: dict, base_dir: str) -> set:
         if defines is not None:
             names |= defines(t, play.base_dir or base_dir)
         if t.module == "set_fact" and isinstance(t.args, dict):
-            names |= {k for k in t.args if isinstance(k, str) and k != "cacheable"}
+            names |= {k for k in t.args if isinstance(k, str) and k != "cacheable" and "{{" not in k}
+            for k in (k for k in t.args if isinstance(k, str) and "{{" in k):
+                names |= templated_names(t, k)
     return names
 
 

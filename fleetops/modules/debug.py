@@ -15,7 +15,10 @@ class Debug(Module):
             name = str(args["var"])
             try:
                 value = ctx.templar.evaluate(name, ctx.variables)
-            except TemplateError:
+            except TemplateError as exc:
+                # as ansible-core: an undefined name is shown, any other failure fails the task
+                if not (getattr(exc, "variable", None) or exc.msg.startswith("undefined variable")):
+                    return result(failed=True, msg=exc.msg)
                 value = "VARIABLE IS NOT DEFINED!"
             return result(msg=f"{name}: {value!r}" if not isinstance(value, str) else f"{name}: {value}",
                           **{name: value})

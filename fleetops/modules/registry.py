@@ -23,6 +23,7 @@ from fleetops.modules.ping import Ping
 from fleetops.modules.python import Python
 from fleetops.modules.service import Service
 from fleetops.modules.set_fact import SetFact
+from fleetops.modules.setup import GatherFactsTask, Setup
 from fleetops.modules.shell import Shell
 from fleetops.modules.stat import Stat
 from fleetops.modules.systemd import Systemd, SystemdService
@@ -32,6 +33,6 @@ from fleetops.modules.wait_for import WaitFor
 
 GENERIC: tuple[type[Module], ...] = (
     Apt, Assert, AsyncStatus, Command, Copy, Cron, Debug, Dnf, Fail, Fetch, File, GroupBy, IncludeVars, LineInFile, Meta,
-    Package, Pause, Ping, Python, Service, SetFact, Shell, Stat, Systemd, SystemdService, SystemdUser, Template,
+    Package, Pause, Ping, Python, Service, SetFact, Setup, GatherFactsTask, Shell, Stat, Systemd, SystemdService, SystemdUser, Template,
     WaitFor,
 )

@@ -1,11 +1,25 @@
 """`template`: render a Jinja2 file from templates/ with the task's variables, then copy it."""
 from __future__ import annotations
 
+import datetime
 import os
+import pwd
 
 from fleetops.engine.module import Arg, Module, TaskContext, result
 from fleetops.engine.templating import TemplateError
 from fleetops.modules.copy import DEST_ARGS, find_source, put_content
+
+
+def template_vars(path: str, dest) -> dict:
+    """What ansible-core's template action gives the template about itself."""
+    st = os.stat(path)
+    try:
+        uid = pwd.getpwuid(st.st_uid).pw_name
+    except KeyError:
+        uid = str(st.st_uid)
+    return {"template_uid": uid, "template_fullpath": os.path.abspath(path), "template_destpath": dest,
+            "template_mtime": datetime.datetime.fromtimestamp(st.st_mtime),
+            "template_run_date": datetime.datetime.now(), "ansible_managed": "Ansible managed"}
 
 
 class Template(Module):
@@ -22,7 +36,7 @@ class Template(Module):
         with open(path, encoding="utf-8") as f:
             source = f.read()
         variables = dict(ctx.variables)
-        variables.update(template_path=path, template_host=ctx.host)
+        variables.update(template_path=path, template_host=ctx.host, **template_vars(path, args.get("dest")))
         try:
             rendered = ctx.templar.render(source, variables)
         except TemplateError as e:

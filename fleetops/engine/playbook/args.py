@@ -63,7 +63,7 @@ def _parse_kv(text: str, where: str | None) -> dict:
     out = {}
     for tok in _split_kv(text, where):
         key, eq, value = tok.partition("=")
-        if not eq or not IDENT.match(key):
+        if not eq or not (IDENT.match(key) or is_template(key)):   # set_fact: "{{ item }}=moo"
             raise BadInput(f"module arguments must be key=value, not {tok!r}", where=where)
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
             value = value[1:-1]
@@ -160,7 +160,7 @@ def check_args(task: Task, modules: dict) -> None:
             raise BadInput(f"argument {k!r} of module '{task.module}': the prefix '_ansible_' is reserved "
                            "for ansible-core's internal use", where=kw(k))
         if any_args and k not in spec:
-            if not isinstance(k, str) or not IDENT.match(k):
+            if not isinstance(k, str) or not (IDENT.match(k) or is_template(k)):   # a templated name: run time
                 raise BadInput(f"invalid variable name {k!r} for module '{task.module}' "
                                "(letters, digits and _ only)", where=kw(k))
             continue

@@ -39,7 +39,7 @@ ROLE_ENTRY_KEYS = ("role", "name", "when", "tags", "vars", "become", "become_use
                    "environment", "no_log")
 
 ROLE_FROM_KEYS = ("tasks_from", "vars_from", "defaults_from", "handlers_from")
-LOOP_CONTROL_KEYS = ("loop_var", "label")
+LOOP_CONTROL_KEYS = ("loop_var", "label", "index_var", "extended", "extended_allitems", "pause", "break_when")
 NOT_SUPPORTED = {
     "import_playbook": "import_playbook is a playbook entry, not a task or play key",
     "include": "'include' was removed from Ansible (2.16): use include_tasks or import_tasks",

@@ -10,6 +10,7 @@ from fleetops.engine.playbook.checks import (close, is_template, kind, want_bool
                                              want_int_or_template, want_name, want_str, want_str_list)
 from fleetops.engine.playbook.dynamic import DynamicInclude, candidate_tasks, read_included
 from fleetops.engine.playbook.includes import import_name, include_args
+from fleetops.engine.playbook.withloop import WithLoop, with_key, with_keys
 from fleetops.engine.playbook.keywords import (ASYNC_MODULES, BLOCK_KEYS, DEFAULT_POLL, DYNAMIC, LOOP_KEYS, INCLUDE_TASK_KEYS, LOOP_CONTROL_KEYS, NOT_SUPPORTED,
                                                ROLE_FROM_KEYS, TASK_KEYS, Inherit, include_kind,
                                                inherit_keywords, unknown_keys)
@@ -80,7 +81,7 @@ def _action_form(m: Mapping, modules: dict) -> Mapping:
 def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
     m = _action_form(m, modules)
     task = Task(where=m.where, positions={k: m.key_where(k) for k in m}, is_handler=handler)
-    keys = set(TASK_KEYS)
+    keys = set(TASK_KEYS) | set(with_keys())
     inc_key = next((k for k in m if include_kind(k)), None)
     extra = [k for k in m if k not in keys and k != inc_key]
     mods = [k for k in extra if resolve_module(k, modules)]
@@ -114,7 +115,7 @@ def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
     if is_block:
         allowed: tuple = INCLUDE_TASK_KEYS + (inc_key,) if inc_key else BLOCK_KEYS
         if include_kind(inc_key) in DYNAMIC:
-            allowed += LOOP_KEYS + ("register",) + (("listen",) if handler else ())
+            allowed += LOOP_KEYS + with_keys() + ("register",) + (("listen",) if handler else ())
         what = f"an {include_kind(inc_key)}" if inc_key else "a block"
         for k in m:
             if k not in allowed:
@@ -176,7 +177,8 @@ def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
     task.retries = want_int_or_template(m, "retries")
     if task.until is not None and task.retries is None:
         task.retries = 3
-    task.delay = want_int_or_template(m, "delay", default=5)
+    task.delay = (m["delay"] if isinstance(m.get("delay"), float) and m["delay"] >= 0   # delay: 0.01
+                  else want_int_or_template(m, "delay", default=5))
     task.failed_when = want_conditions(m, "failed_when")
     task.changed_when = want_conditions(m, "changed_when")
     task.notify = want_str_list(m, "notify")
@@ -204,8 +206,12 @@ def _async(m: Mapping, task: Task) -> None:
 
 def _loop(m: Mapping, task: Task) -> None:
     """`loop` / `with_items` and `loop_control` of a module task or a dynamic include."""
-    if "loop" in m and "with_items" in m:
-        raise BadInput("use either 'loop' or 'with_items', not both", where=m.key_where("with_items"))
+    looped = [k for k in ("loop", "with_items", with_key(m)) if k and k in m]
+    if len(looped) > 1:
+        raise BadInput(f"use either '{looped[0]}' or '{looped[1]}', not both", where=m.key_where(looped[1]))
+    if looped and looped[0] not in ("loop", "with_items"):
+        task.loop = WithLoop({"with": looped[0][5:], "terms": m[looped[0]]})
+        task.positions.setdefault("loop", m.key_where(looped[0]))
     loop_key = "loop" if "loop" in m else ("with_items" if "with_items" in m else None)
     if loop_key:
         loop = m[loop_key]
@@ -216,7 +222,8 @@ def _loop(m: Mapping, task: Task) -> None:
         if loop_key == "with_items" and isinstance(loop, str) and not is_template(loop):
             loop = [loop]                 # ansible-core: a bare with_items string is one item
         task.loop = loop
-        if loop_key == "with_items":
+        if loop_key == "with_items":      # the items lookup: taskrun flattens its list one level
+            task.own["loop_with"] = "items"
             task.positions.setdefault("loop", m.key_where("with_items"))
     lc = m.get("loop_control")
     if lc is not None:
@@ -226,6 +233,8 @@ def _loop(m: Mapping, task: Task) -> None:
         unknown_keys(lc, LOOP_CONTROL_KEYS, "loop_control")
         task.loop_var = want_name(lc, "loop_var") or "item"
         task.loop_label = lc.get("label")
+        want_name(lc, "index_var")
+        task.own["loop_control"] = {k: lc[k] for k in LOOP_CONTROL_KEYS[2:] if k in lc}
 
 
 def include_block(m: Mapping, key: str, inh: Inherit, handler: bool, dynamic: bool = False,

@@ -272,6 +272,13 @@ TESTS = {
     "skipped": _t_skipped, "version": _t_version, "version_compare": _t_version,
     "match": _t_match, "search": _t_search,
 }
+# the rest of ansible.builtin's set; every name also as ansible.builtin.<name>
+from fleetops.engine.templating.filters_more import FILTERS_MORE, TESTS_MORE, prefixed  # noqa: E402
+
+FILTERS = prefixed({**FILTERS_MORE, **FILTERS})
+TESTS = prefixed({**TESTS_MORE, **TESTS})
 # Lookup plugins by name (`lookup('name', ...)`, `query`/`q`): a name not here is refused by
-# validation, as an unknown filter or test is.
-LOOKUPS: dict = {}
+# validation, as an unknown filter or test is. lookups_data adds its plugins to the same registry.
+import fleetops.engine.templating.lookups_data  # noqa: E402,F401
+from fleetops.engine.templating.lookups import LOOKUPS  # noqa: E402,F401  (the registry templar and withloop read)
+LOOKUPS.update(prefixed(LOOKUPS))

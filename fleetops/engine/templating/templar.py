@@ -19,6 +19,7 @@ from jinja2.sandbox import (UNSAFE_ASYNC_GENERATOR_ATTRIBUTES, UNSAFE_COROUTINE_
 from fleetops.engine.boolean import parse_bool
 from fleetops.engine.templating.errors import TemplateError
 from fleetops.engine.templating.filters import FILTERS, LOOKUPS, TESTS
+from fleetops.engine.templating.lookup_calls import lookup_globals
 from fleetops.engine.templating.unsafe import UnsafeText, mark_unsafe
 
 # Names no playbook needs and every sandbox escape uses (`__class__`, `__globals__`, mangled
@@ -131,6 +132,7 @@ class Templar:
                                             autoescape=False)
         env.filters.update(FILTERS)
         env.tests.update(TESTS)
+        env.globals.update(lookup_globals(self))
         self.env = env
         self.lookups = LOOKUPS
         self._templates: dict = {}
@@ -246,6 +248,10 @@ class Templar:
         return value
 
     # -- public API
+    def lazy(self, variables: dict) -> collections.abc.Mapping:
+        """`variables` as one render sees them (template-valued ones rendered on first use)."""
+        return _LazyVars(self, variables)
+
     def render(self, value: Any, variables: dict) -> Any:
         """Render strings inside `value` (recursively); `"{{ expr }}"` alone keeps its native type."""
         return self._render(value, _LazyVars(self, variables))
