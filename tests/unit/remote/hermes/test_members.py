@@ -55,7 +55,8 @@ def test_found_by_their_hermes_home_and_nothing_else(tmp_path, spawn):
     other = spawn("hermes chat", str(tmp_path / "other"))
     not_hermes = spawn("python3 worker.py", str(root))
     by_log = spawn("hermes gateway run", None, open_file=str(root / "profiles" / "work" / "logs" / "gateway.log"))
-    wait(lambda: mine.pid in pids(loc) and gw_work.pid in pids(work))
+    # each process is looked for once it has started (and the one found by its log, once it holds it open)
+    wait(lambda: mine.pid in pids(loc) and {gw_work.pid, by_log.pid} <= set(pids(work)))
     got = pids(loc)
     assert got[mine.pid]["kind"] == "tui" and "Hermes home" in got[mine.pid]["member"]
     assert not {gw_work.pid, other.pid, not_hermes.pid, by_log.pid} & set(got)
