@@ -266,16 +266,21 @@ class Campaign(EventSink):
             if reason:
                 reason = f"fleet-wide {reason} (play {play_index + 1})"
             else:
-                reason = self._budget_spent()
+                reason = self._budget_spent(play_index, bindex)
             if reason:
                 self.db.execute("UPDATE campaigns SET stopped_reason=? WHERE id=?", (reason, self.id))
         return self._stopped_by(reason)
 
-    def _budget_spent(self) -> str | None:
+    def _budget_spent(self, play_index: int, bindex: int) -> str | None:
+        """Counted up to this batch only: a faster shard may already have recorded the next one,
+        whose hosts the verdict on this batch must not count (its other hosts would never run)."""
         if self.max_failures is None:
             return None
         counted = ("failed", "interrupted", "unreachable") if self.count_unreachable else ("failed", "interrupted")
-        bad = [h for h, s in self._bad().items() if s in counted]
+        rows = self.db.execute("SELECT host, status FROM campaign_hosts WHERE campaign_id=? AND (play_index < ?"
+                               " OR (play_index = ? AND batch_index <= ?))",
+                               (self.id, play_index, play_index, bindex)).fetchall()
+        bad = [h for h, s in rows if s in counted]
         if len(bad) > self.max_failures:
             kind = "failed or unreachable" if self.count_unreachable else "failed"
             return f"failure budget spent: {len(bad)} hosts {kind} across the fleet, --max-failures {self.max_failures}"
