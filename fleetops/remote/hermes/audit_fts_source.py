@@ -14,6 +14,7 @@ import sqlite3
 
 from fleetops.remote.hermes import audit_fts
 from fleetops.remote.hermes import audit_honesty
+from fleetops.remote.sqlite.sql import split_top
 
 _INSERT = re.compile(r"INSERT\s+INTO\s+[\"'`\[]?(\w+)[\"'`\]]?\s*\(([^)]*)\)\s*VALUES\s*\((.*)\)\s*;\s*END\s*$",
                      re.I | re.S)
@@ -30,7 +31,7 @@ def source_of(objs, name):
         if not m or m.group(1) != name:
             continue
         cols = [c.strip().strip('"').lower() for c in m.group(2).split(",")]
-        values = [re.sub(r"\bnew\.", "", v.strip(), flags=re.I) for v in audit_honesty.split_top(m.group(3))]
+        values = [re.sub(r"\bnew\.", "", v.strip(), flags=re.I) for v in split_top(m.group(3))]
         if len(cols) != len(values) or cols[0] != "rowid" or objs.get(o["tbl_name"], {}).get("type") != "table":
             return None
         return o["tbl_name"], values

@@ -13,35 +13,11 @@ import sqlite3
 
 from fleetops.remote.hermes import audit_fts
 from fleetops.remote.hermes import audit_schema
+from fleetops.remote.sqlite.sql import partial_where, split_top
 
 BATCH = 4096
 SHOWN = 5       # rowids named per side of a mismatch
 MASK = (1 << 64) - 1
-
-
-def _partial_where(sql):
-    m = re.search(r"\)\s*WHERE\s+(.*)$", sql or "", re.I | re.S)
-    return m.group(1).strip().rstrip(";") if m else None
-
-
-def split_top(text):
-    """Split at the commas outside parentheses and quotes."""
-    out, depth, cur, quote = [], 0, "", None
-    for ch in text:
-        if quote:
-            quote = None if ch == quote else quote
-        elif ch in "'\"`[":
-            quote = "]" if ch == "[" else ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            out.append(cur)
-            cur = ""
-            continue
-        cur += ch
-    return out + [cur]
 
 
 def _index_terms(sql):
@@ -112,7 +88,7 @@ def table_honesty(conn, o, objs):
         if without_rowid and idx[3] == "pk":
             continue  # the table b-tree itself
         io = objs.get(iname, {})
-        where = _partial_where(io.get("sql")) if partial else None
+        where = partial_where(io.get("sql")) if partial else None
         try:
             rec["indexes"][iname] = index_truth(conn, q, iname, io.get("sql"), (" WHERE %s" % where) if where else "",
                                                 distinct=bool(rec["duplicates"]))

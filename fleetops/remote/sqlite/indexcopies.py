@@ -22,7 +22,7 @@ import sqlite3
 
 from fleetops.remote.sqlite.fileformat.errors import FormatError
 from fleetops.remote.sqlite.fileformat.record import decode_record
-from fleetops.remote.sqlite.sql import quote_ident
+from fleetops.remote.sqlite.sql import partial_where, quote_ident
 
 UNREAD = object()
 
@@ -46,29 +46,6 @@ class IndexCopy(object):
                 "entries": len(self.entries), "complete": self.complete, "error": self.error}
 
 
-def where_of(sql):
-    """The WHERE clause of a partial index's CREATE INDEX (what follows the column list),
-    or None."""
-    i = (sql or "").find("(")
-    if i < 0:
-        return None
-    depth, quote = 0, None
-    for j in range(i, len(sql)):
-        ch = sql[j]
-        if quote:
-            quote = None if ch == quote else quote
-        elif ch in "'\"`[":
-            quote = "]" if ch == "[" else ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                rest = sql[j + 1:].strip().rstrip(";").strip()
-                return rest[5:].strip() if rest[:5].upper() == "WHERE" else None
-    return None
-
-
 def index_columns(con, name):
     """(column names, None) of an index on plain columns, or (None, why) when it cannot be
     compared with its rows column by column (an expression)."""
@@ -87,7 +64,7 @@ def read_index(con, table, name, sql):
     """Every entry of one index, by a covering scan of the index alone (never the table);
     an error part way keeps the entries read so far (complete stays False)."""
     cols, why = index_columns(con, name)
-    where = where_of(sql)
+    where = partial_where(sql)
     ic = IndexCopy(name, table, cols or [], where is not None)
     if cols is None:
         ic.error = why

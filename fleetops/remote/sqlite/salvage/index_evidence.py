@@ -9,7 +9,7 @@ import sqlite3
 from fleetops.remote.sqlite import indexcopies
 from fleetops.remote.sqlite.salvage import walk
 from fleetops.remote.sqlite.salvage.model import _normalize
-from fleetops.remote.sqlite.sql import quote_ident
+from fleetops.remote.sqlite.sql import partial_where, quote_ident
 
 HELD = "not in any index"
 
@@ -67,7 +67,7 @@ def from_pages(s, mem, table, rows):
             cols, why = indexcopies.index_columns(mem, r["name"])
         except sqlite3.Error as e:
             cols, why = None, str(e)
-        partial = indexcopies.where_of(r.get("sql")) is not None
+        partial = partial_where(r.get("sql")) is not None
         if w is None or cols is None or w.is_table:
             ic = indexcopies.IndexCopy(r["name"], table, [], partial)
             ic.error = why or "its tree is not an index tree the reader walked"
