@@ -22,7 +22,7 @@ def resolve_module(name, modules: dict) -> str | None:
     return None
 
 
-def _split_kv(text: str, where: str | None) -> list[str]:
+def split_kv(text: str, where: str | None) -> list[str]:
     """Split `a=1 b="x y" c={{ v }}` on spaces outside quotes and Jinja2 braces."""
     tokens, cur, quote, depth, i = [], [], None, 0, 0
     while i < len(text):
@@ -61,7 +61,7 @@ def _split_kv(text: str, where: str | None) -> list[str]:
 
 def _parse_kv(text: str, where: str | None) -> dict:
     out = {}
-    for tok in _split_kv(text, where):
+    for tok in split_kv(text, where):
         key, eq, value = tok.partition("=")
         if not eq or not (IDENT.match(key) or is_template(key)):   # set_fact: "{{ item }}=moo"
             raise BadInput(f"module arguments must be key=value, not {tok!r}", where=where)

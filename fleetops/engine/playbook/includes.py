@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from fleetops.engine.boolean import parse_bool
-from fleetops.engine.playbook.args import _split_kv
+from fleetops.engine.playbook.args import split_kv
 from fleetops.engine.playbook.checks import IDENT, is_template, kind
 from fleetops.engine.playbook.keywords import Inherit
 from fleetops.engine.yamlsrc import Mapping, Sequence, load_yaml
@@ -66,7 +66,7 @@ def _free_form(text: str, free: str, key: str, where: str | None) -> dict:
     a role has no free form: its `name=` is required)."""
     out: dict = {}
     raw = []
-    for tok in _split_kv(text, where):
+    for tok in split_kv(text, where):
         k, eq, v = tok.partition("=")
         if not eq or not IDENT.match(k):
             raw.append(tok)

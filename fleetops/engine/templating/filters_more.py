@@ -17,6 +17,7 @@ from urllib.parse import unquote, unquote_plus, urlsplit
 
 import jinja2
 
+from fleetops.engine.boolean import parse_bool
 from fleetops.engine.templating.errors import TemplateError
 
 _UUID_NAMESPACE_ANSIBLE = uuid.UUID("361E6D51-FAEC-444A-9079-341386DA8E2E")
@@ -285,8 +286,8 @@ def _superset(a, b):
 
 def _truthy(value, convert_bool=False):
     if convert_bool and isinstance(value, (str, int, bool)):
-        from fleetops.engine.templating.lookups import _bool
-        value = _bool(value)
+        parsed = parse_bool(value)          # ansible-core: a word that is no boolean stays as it is
+        value = value if parsed is None else parsed
     return bool(value)
 
 

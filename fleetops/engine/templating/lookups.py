@@ -21,6 +21,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from fleetops.engine.boolean import boolean
 from fleetops.engine.templating.errors import TemplateError
 
 
@@ -74,8 +75,9 @@ def _kv_term(term: str, keys: tuple) -> tuple:
     return " ".join(words), params
 
 
-def _bool(v) -> bool:
-    return v if isinstance(v, bool) else str(v).strip().lower() in ("yes", "on", "1", "true", "y")
+def _flag(v) -> bool:
+    """A lookup's on/off option, read by the engine's one rule (anything else is off)."""
+    return boolean(v, strict=False)
 
 
 # ---------------------------------------------------------------- the plugins
@@ -89,9 +91,9 @@ def _file(terms, env, lstrip=False, rstrip=True):
                 text = f.read()
         except OSError as exc:
             raise LookupError_(f"The 'file' lookup had an issue accessing the file '{term}': {exc}") from None
-        if _bool(lstrip):
+        if _flag(lstrip):
             text = text.lstrip()
-        if _bool(rstrip):
+        if _flag(rstrip):
             text = text.rstrip()
         out.append(text)
     return out
@@ -176,14 +178,14 @@ def _first_found(terms, env, files=None, paths=None, skip=False):
     for term in terms:
         if isinstance(term, dict):
             pending.append((_split_list(term.get("files")), _split_list(term.get("paths")),
-                            _bool(term.get("skip", skip))))
+                            _flag(term.get("skip", skip))))
         elif isinstance(term, (list, tuple)):
             pending.extend((_split_list(t) if isinstance(t, str) else [t], [], skip) for t in term)
         else:
             pending.append(([term], [], skip))
     if files is not None or paths is not None:
         pending = [(_split_list(files) or [f for fs, _, _ in pending for f in fs], _split_list(paths), skip)]
-    skip_all = any(s for _, _, s in pending) or _bool(skip)
+    skip_all = any(s for _, _, s in pending) or _flag(skip)
     for fs, ps, _ in pending:
         for f in fs:
             if ps:
@@ -266,7 +268,7 @@ def _subelements(terms, env, skip_missing=False, _pop=True):
     flags = terms[2] if len(terms) == 3 else {}
     if not isinstance(flags, dict) or set(flags) - {"skip_missing"}:
         raise terms_error("the optional third item must be a dict with flags ('skip_missing',)")
-    skip = _bool(flags.get("skip_missing", skip_missing))
+    skip = _flag(flags.get("skip_missing", skip_missing))
     out = []
     path = key.split(".")
     for item in copy.deepcopy(items):
@@ -318,7 +320,7 @@ def listify_terms(terms) -> list:
 
 def invoke(name: str, terms: list, env: LookupEnv, kwargs: dict, query: bool) -> Any:
     """Run a lookup as ansible-core's `lookup()`/`query()` does: wantlist, errors, the result's shape."""
-    wantlist = query or _bool(kwargs.pop("wantlist", False))
+    wantlist = query or _flag(kwargs.pop("wantlist", False))
     errors = kwargs.pop("errors", "strict")
     if errors not in ("strict", "warn", "ignore"):
         raise TemplateError(f"template error: lookup '{name}': errors must be strict, warn or ignore")

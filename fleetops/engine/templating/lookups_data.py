@@ -12,7 +12,8 @@ import random
 import re
 import string
 
-from fleetops.engine.templating.lookups import LOOKUPS, LookupError_, _bool, _kv_term
+from fleetops.engine.boolean import boolean
+from fleetops.engine.templating.lookups import LOOKUPS, LookupError_, _kv_term
 
 _SHORTCUT = re.compile(r"^((?:0[xX])?[0-9a-fA-F]+-)?((?:0[xX])?[0-9a-fA-F]+)(/(?:0[xX])?[0-9a-fA-F]+)?(:(.+))?$")
 
@@ -123,12 +124,12 @@ def _ini(terms, env, file="ansible.ini", section="global", re=False, type="ini",
         sect = opts["section"]
         if opts["type"] == "properties":
             text, sect = "[java_properties]\n" + text, "java_properties"
-        cp = (configparser.ConfigParser(allow_no_value=_bool(opts["allow_no_value"]))
-              if _bool(interpolation) else configparser.RawConfigParser(allow_no_value=_bool(opts["allow_no_value"])))
-        if _bool(opts["case_sensitive"]):
+        cp = (configparser.ConfigParser(allow_no_value=boolean(opts["allow_no_value"], strict=False))
+              if boolean(interpolation, strict=False) else configparser.RawConfigParser(allow_no_value=boolean(opts["allow_no_value"], strict=False)))
+        if boolean(opts["case_sensitive"], strict=False):
             cp.optionxform = str  # type: ignore[assignment,method-assign]
         cp.read_file(io.StringIO(text))
-        if _bool(opts["re"]):
+        if boolean(opts["re"], strict=False):
             rx = _re.compile(key)
             out.extend(v for k, v in cp.items(sect) if rx.match(k))
             continue
