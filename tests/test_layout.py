@@ -5,7 +5,8 @@ cli (`fleetops.cli`, `__main__`) → `fleetops.extensions` (the composition) →
 the thin generic layer (runner, display, report, options, bundled, report_site, lab) →
 `fleetops.modules` → `fleetops.engine` → `fleetops.errors`. `fleetops/remote` imports only the
 standard library and fleetops.remote (it runs on the host); controller code may import it.
-No module reaches itself again through its imports (the cycle check).
+No module reaches itself again through its imports (the cycle check), and none reaches into
+another module's `_private` names (`from m import _x`, `m._x`; dunders are not private).
 """
 from __future__ import annotations
 
@@ -25,9 +26,6 @@ LAYERS = (
     ("fleetops.engine",),
     ("fleetops.errors",),
 )
-# known and owned elsewhere: the salvage stages import each other (issue 33; the salvage helper's)
-KNOWN_CYCLES = (frozenset(f"fleetops.remote.sqlite.salvage{s}" for s in
-                          ("", ".fts", ".speculate", ".verify", ".write", ".scan")),)
 
 
 def imported(source: str, module: str) -> list[tuple[int, str]]:
@@ -179,8 +177,7 @@ def _sources() -> dict[str, str]:
 def test_no_module_imports_itself_through_others():
     sources = _sources()
     assert len(sources) > 50, "the walk must see the whole package"
-    found = [sorted(c) for c in cycles(import_graph(sources))
-             if not any(c <= known for known in KNOWN_CYCLES)]
+    found = [sorted(c) for c in cycles(import_graph(sources))]
     assert not found, "\n".join(" <-> ".join(c) for c in found)
 
 
@@ -211,3 +208,67 @@ def test_every_layer_imports_only_below_it():
         "fleetops.runner:1: imports fleetops.novel"]       # a new top-level name must be given a layer
     assert violations("from fleetops import runner, __version__\nfrom fleetops.engine import module\n"
                       "from fleetops.remote.hermes import audit\n", "fleetops.hermes.cli") == []
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_reaches(sources: dict[str, str]) -> list[str]:
+    """`module:line: name` for each use of another package module's private name: imported
+    (`from m import _x`) or reached as an attribute of a name an import bound to a module."""
+    out = []
+    for module, source in sources.items():
+        tree = ast.parse(source)
+        bound: dict[str, str] = {}      # local name -> the package module it names
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if _within(a.name, ("fleetops",)):
+                        bound[a.asname or "fleetops"] = a.name if a.asname else "fleetops"
+            elif isinstance(node, ast.ImportFrom):
+                base = imported(f"from {'.' * node.level}{node.module or ''} import x\n", module)[0][1]
+                if not _within(base, ("fleetops",)) or base == module:
+                    continue
+                for a in node.names:
+                    if _private(a.name):
+                        out.append(f"{module}:{node.lineno}: {base}.{a.name}")
+                    elif f"{base}.{a.name}" in sources:
+                        bound[a.asname or a.name] = f"{base}.{a.name}"
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Attribute) and _private(node.attr)):
+                continue
+            chain, value = [], node.value
+            while isinstance(value, ast.Attribute):
+                chain.insert(0, value.attr)
+                value = value.value
+            if isinstance(value, ast.Name) and value.id in bound:
+                target = ".".join([bound[value.id]] + chain)
+                if target != module:
+                    out.append(f"{module}:{node.lineno}: {target}.{node.attr}")
+    return sorted(out)
+
+
+def test_no_module_reaches_into_another_modules_private_names():
+    sources = _sources()
+    assert len(sources) > 50, "the walk must see the whole package"
+    found = private_reaches(sources)
+    assert not found, "\n".join(found)
+
+
+def test_the_private_name_check_can_fail():
+    """Imported, reached through a module bound by `import`, `from package import module` or
+    a relative import: each found; a module's own names, dunders and other objects' are not."""
+    sources = {"fleetops.a": "def _x(): pass\n_y = _x()\n",
+               "fleetops.p.b": "from fleetops.a import _x, __doc__\n",
+               "fleetops.p.c": "import fleetops.a\nimport fleetops.a as A\nfleetops.a._y\nA._x()\n",
+               "fleetops.p.d": "from fleetops import a\nfrom . import b\na._x()\nb.__name__\n",
+               "fleetops.p.e": "import os\nos._exit\nobj = object()\nobj._z\nfrom .b import _q\n",
+               "fleetops.p": "from fleetops.p import _own\n_own\n"}
+    assert private_reaches(sources) == [
+        "fleetops.p.b:1: fleetops.a._x",
+        "fleetops.p.c:3: fleetops.a._y",
+        "fleetops.p.c:4: fleetops.a._x",
+        "fleetops.p.d:3: fleetops.a._x",
+        "fleetops.p.e:5: fleetops.p.b._q",
+    ]

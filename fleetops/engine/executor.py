@@ -15,6 +15,7 @@ import os
 import threading
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from fleetops.engine import recap
 from fleetops.engine import results_backend as _results_backend
@@ -27,7 +28,7 @@ from fleetops.engine.payload import run_payload
 from fleetops.engine.connection.transport import Transport
 from fleetops.engine.playcontext import PlayContext
 from fleetops.engine.playvars import RunVars
-from fleetops.engine.runcontext import Frame, RunOptions
+from fleetops.engine.runcontext import Frame, HostState, RunOptions
 from fleetops.engine.taskrun import GatherFacts
 from fleetops.engine.tasklist import TaskLoop
 from fleetops.engine.templating import Templar
@@ -45,7 +46,8 @@ class RunOutcome:
 
 
 class _Run:
-    """One run: the play loop, and the facade engine/taskrun.py sees as `run`."""
+    """One run: the play loop, and the `RunContext` the task loop, the task runner and includes
+    are given; its hosts are the `HostPool`'s and its variables the `RunVars`', asked for by name."""
 
     def __init__(self, playbook, inventory, options: RunOptions, events: EventSink, run_id: str,
                  modules: dict, stop: threading.Event | None, transport_factory):
@@ -67,16 +69,8 @@ class _Run:
         self.interrupted = False
         self.hostpool = HostPool(inventory, options, self.templar, self.playbook_dir, run_id, transport_factory,
                                  self.lock)
-        self.hosts = self.hostpool.hosts
-        self.state = self.hostpool.state
-        self.transport_for = self.hostpool.transport_for
-        self.inventory_become = self.hostpool.inventory_become
-        self.inventory_become_user = self.hostpool.inventory_become_user
-        self.vars = RunVars(inventory, options, self.state, self.playbook_dir, run_id, self.omit, self.lock)
-        self.task_vars = self.vars.task_vars
-        self.secret_values = self.vars.secret_values
-        self.groups_changed = self.vars.groups_changed
-        self.live_hosts = self.vars.live_hosts
+        self.vars = RunVars(inventory, options, self.hostpool.state, self.playbook_dir, run_id, self.omit,
+                            self.lock)
         self.tasks = TaskLoop(self)
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, int(options.forks or 1)),
                                                           thread_name_prefix="fleetops-fork")
@@ -105,9 +99,9 @@ class _Run:
             self.hostpool.close_all()
         if self.interrupted:
             status, code = "interrupted", EXIT_INTERRUPTED
-        elif any(st.failed for st in self.hosts.values()):
+        elif any(st.failed for st in self.hostpool.hosts.values()):
             status, code = "failed", EXIT_HOST_FAILED
-        elif any(st.unreachable for st in self.hosts.values()):
+        elif any(st.unreachable for st in self.hostpool.hosts.values()):
             status, code = "unreachable", EXIT_UNREACHABLE
         else:
             status, code = "ok", EXIT_OK
@@ -217,6 +211,32 @@ class _Run:
         return out
 
     # -- what a module's context reaches through the run
+    # -- RunContext: a host's state and connection (the host pool), its variables (RunVars)
+    def state(self, host: str) -> HostState:
+        return self.hostpool.state(host)
+
+    def transport_for(self, host: str, delegated: bool, remote_user: str | None = None,
+                      connection: str | None = None) -> Transport:
+        return self.hostpool.transport_for(host, delegated, remote_user, connection)
+
+    def inventory_become(self, host: str) -> bool:
+        return self.hostpool.inventory_become(host)
+
+    def inventory_become_user(self, host: str) -> str | None:
+        return self.hostpool.inventory_become_user(host)
+
+    def task_vars(self, pctx: PlayContext, host: str, task: Any, frame: Frame, check: bool) -> dict:
+        return self.vars.task_vars(pctx, host, task, frame, check)
+
+    def secret_values(self, variables: dict) -> set:
+        return self.vars.secret_values(variables)
+
+    def live_hosts(self, pctx: PlayContext, live: list | None = None) -> tuple:
+        return self.vars.live_hosts(pctx, live)
+
+    def groups_changed(self, host: str) -> None:
+        self.vars.groups_changed(host)
+
     def payload(self, transport: Transport, name: str, args: dict, python=None, become_user=None, timeout=None,
                 low_priority: bool = True, environment: dict | None = None) -> Result:
         return run_payload(transport, name, args, python=python, become_user=become_user, timeout=timeout,

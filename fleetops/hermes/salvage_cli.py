@@ -37,7 +37,7 @@ def salvage(args) -> int:
             print("salvage: %s" % e, file=sys.stderr)
         return EXIT_BAD_INPUT if bad_input else EXIT_HOST_FAILED
     if _get(args, "json"):
-        print(json.dumps(report, indent=2, sort_keys=True, default=engine._json_default))
+        print(json.dumps(report, indent=2, sort_keys=True, default=engine.json_default))
     else:
         render(report)
     return EXIT_OK if report.get("verdict") == "complete" else EXIT_HOST_FAILED

@@ -200,7 +200,7 @@ def _rekey_on_member(data, key, duplicates="error"):
 
 
 def _subelements(obj, subelements, skip_missing=False):
-    from fleetops.engine.templating.lookups import LookupError_, _subelements as sub
+    from fleetops.engine.templating.lookups import LookupError_, subelements_lookup as sub
     try:
         return sub([obj, subelements, {"skip_missing": skip_missing}], None, _pop=False)
     except LookupError_ as exc:

@@ -62,7 +62,7 @@ class LookupEnv:
         return None
 
 
-def _kv_term(term: str, keys: tuple) -> tuple:
+def kv_term(term: str, keys: tuple) -> tuple:
     """`'key opt=v opt2=v2'` (the old single-string form of csvfile, ini, password): the first
     word(s) not `k=v` and the options it names."""
     params, words = {}, []
@@ -253,7 +253,7 @@ def _together(terms, env):
     return [list(t) for t in itertools.zip_longest(*[t if isinstance(t, list) else [t] for t in terms])]
 
 
-def _subelements(terms, env, skip_missing=False, _pop=True):
+def subelements_lookup(terms, env, skip_missing=False, _pop=True):
     def terms_error(msg=""):
         return LookupError_("subelements lookup expects a list of two or three items, " + msg)
     if not isinstance(terms, list) or not 2 <= len(terms) <= 3:
@@ -307,7 +307,7 @@ LOOKUPS: dict = {
     "vars": _vars, "varnames": _varnames, "first_found": _first_found, "fileglob": _fileglob,
     "items": lambda terms, env: _flatten_one(terms), "indexed_items": _indexed_items,
     "dict": _dict, "list": lambda terms, env: list(terms), "nested": _nested, "together": _together,
-    "subelements": _subelements, "random_choice": _random_choice,
+    "subelements": subelements_lookup, "random_choice": _random_choice,
 }
 
 

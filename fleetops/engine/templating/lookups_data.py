@@ -13,7 +13,7 @@ import re
 import string
 
 from fleetops.engine.boolean import boolean
-from fleetops.engine.templating.lookups import LOOKUPS, LookupError_, _kv_term
+from fleetops.engine.templating.lookups import LOOKUPS, LookupError_, kv_term
 
 _SHORTCUT = re.compile(r"^((?:0[xX])?[0-9a-fA-F]+-)?((?:0[xX])?[0-9a-fA-F]+)(/(?:0[xX])?[0-9a-fA-F]+)?(:(.+))?$")
 
@@ -90,7 +90,7 @@ def _csvfile(terms, env, file="ansible.csv", col="1", default=None, delimiter="T
              keycol="0"):
     out = []
     for term in terms:
-        key, params = _kv_term(term, ("file", "col", "default", "delimiter", "encoding", "keycol"))
+        key, params = kv_term(term, ("file", "col", "default", "delimiter", "encoding", "keycol"))
         f = params.get("file", file)
         delim = params.get("delimiter", delimiter)
         delim = "\t" if delim in ("TAB", "\\t", "\t") else delim
@@ -113,7 +113,7 @@ def _ini(terms, env, file="ansible.ini", section="global", re=False, type="ini",
     import re as _re
     out = []
     for term in terms:
-        key, params = _kv_term(term, ("file", "section", "re", "type", "default", "encoding",
+        key, params = kv_term(term, ("file", "section", "re", "type", "default", "encoding",
                                       "case_sensitive", "allow_no_value"))
         opts = {"file": file, "section": section, "re": re, "type": type, "default": default,
                 "encoding": encoding, "case_sensitive": case_sensitive, "allow_no_value": allow_no_value}
@@ -150,7 +150,7 @@ _CHARS = {"ascii_letters": string.ascii_letters, "digits": string.digits, "punct
 def _password(terms, env, length=20, chars=None, encrypt=None, seed=None, ident=None):
     out = []
     for term in terms:
-        path, params = _kv_term(term, ("length", "chars", "encrypt", "seed", "ident"))
+        path, params = kv_term(term, ("length", "chars", "encrypt", "seed", "ident"))
         if params.get("encrypt", encrypt):
             raise LookupError_("password: 'encrypt' is not supported by fleetops (no passlib hashing)")
         n = int(params.get("length", length))

@@ -46,7 +46,7 @@ def file_ids(db_path):
     return out
 
 
-def _split_argv(argv):
+def split_argv(argv):
     """argv as tokens; a process that rewrote its title (exec -a, setproctitle) has one spaced argv[0]."""
     argv = [a for a in argv if a != ""]
     if argv and " " in argv[0] and not os.path.exists(argv[0]):
@@ -63,7 +63,7 @@ def classify(argv, environ=None):
     """gateway / dashboard / desktop-serve / tui / acp / cli / sqlite-shell / unknown, from the
     command line; environ (the process's, if known) marks a Desktop-spawned backend
     (HERMES_DESKTOP=1) whatever its command line says."""
-    tokens = _split_argv(list(argv or []))
+    tokens = split_argv(list(argv or []))
     if not tokens:
         return "unknown"
     if os.path.basename(tokens[0]).startswith("sqlite3"):
@@ -389,7 +389,7 @@ def _could_hold(p, db_path, owner_uid):
     if p.get("kind") != "sqlite-shell":
         # Hermes itself runs as `hermes ...`, `python .../hermes ...` or `python -m hermes_cli.main`:
         # a `hermes` further down a command line is an argument (a path), not the program
-        head = _split_argv(list(p.get("cmdline") or []))[:3]
+        head = split_argv(list(p.get("cmdline") or []))[:3]
         return any(hermes_entry(t) or os.path.basename(t) in ACP or
                    t.startswith(("hermes_cli", "tui_gateway", "acp_adapter")) for t in head)
     ours = set(os.path.realpath(db_path + s) for s in ("", "-wal", "-shm"))

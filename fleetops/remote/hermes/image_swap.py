@@ -174,7 +174,7 @@ def quarantine(loc, force=False):
     return qdir, man
 
 
-def _load_manifest(qdir):
+def load_manifest(qdir):
     man = steplib.read_json(_manifest_path(qdir)) if qdir else None
     if not man or man.get("kind") != "fleetops-quarantine":
         raise SwapError("no quarantine manifest in %s" % qdir)
@@ -233,7 +233,7 @@ def checkpoint_new(path):
 def swap(loc, new_db, qdir, expect_sha256=None, force=False, check=False):
     """Move the quarantined original aside and the new file in; returns a summary dict."""
     sc = no_holders(loc, force)
-    man = _load_manifest(qdir)
+    man = load_manifest(qdir)
     if man.get("db") != loc["db"]:
         raise SwapError("quarantine %s is of %s, not %s" % (qdir, man.get("db"), loc["db"]))
     diff = _current_matches(loc["db"], man["files"])
@@ -309,7 +309,7 @@ def swap(loc, new_db, qdir, expect_sha256=None, force=False, check=False):
 def rollback(loc, qdir, force=False, check=False):
     """Put the quarantined original back exactly, moving whatever is there now aside first."""
     no_holders(loc, force)
-    man = _load_manifest(qdir)
+    man = load_manifest(qdir)
     if man.get("db") != loc["db"]:
         raise SwapError("quarantine %s is of %s, not %s" % (qdir, man.get("db"), loc["db"]))
     if not _current_matches(loc["db"], man["files"]):

@@ -71,7 +71,7 @@ def members(loc, exclude_pids=(), proc="/proc"):
         if kind not in KINDS:
             continue
         why = None
-        if _home_of(env, hermes_holders._split_argv(info["cmdline"])) == home:
+        if _home_of(env, hermes_holders.split_argv(info["cmdline"])) == home:
             why = "its Hermes home is %s" % loc["home"]
         else:
             f = _files_under(int(name), home, proc)

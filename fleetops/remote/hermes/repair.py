@@ -218,7 +218,7 @@ def repair(loc, args):
     if not qdir:
         return {"changed": False, "failed": True, "skipped": False,
                 "msg": "no quarantine for profile %s: run hermes_quarantine first" % loc["profile"]}
-    man = image_swap._load_manifest(qdir)
+    man = image_swap.load_manifest(qdir)
     leftovers = steplib.set_aside_incomplete(os.path.join(loc["fleetops"], "work"), "repair-report.json")
     work = os.path.join(loc["fleetops"], "work", os.path.basename(qdir))
     if os.path.exists(work):

@@ -6,7 +6,7 @@ import sqlite3
 from fleetops.remote.hermes import schemas as hermes_schemas
 from fleetops.remote.sqlite.fileformat.errors import FormatError
 from fleetops.remote.sqlite.salvage.rules import LostSchema, Rules
-from fleetops.remote.sqlite.salvage.sqlutil import _one
+from fleetops.remote.sqlite.salvage.sqlutil import one_row
 
 
 def _repair_sessions_started_at(out, row):
@@ -16,7 +16,7 @@ def _repair_sessions_started_at(out, row):
     sid = vals[cols.index("id")] if "id" in cols else None
     if sid is not None:
         try:
-            v = _one(out, "SELECT min(timestamp) FROM messages WHERE session_id = ?",
+            v = one_row(out, "SELECT min(timestamp) FROM messages WHERE session_id = ?",
                      (sid,))[0]
             if v is not None:
                 return v, "first message timestamp of the session"
@@ -24,7 +24,7 @@ def _repair_sessions_started_at(out, row):
             pass
     cands = []
     for op, order in (("<", "DESC"), (">", "ASC")):
-        r = _one(out, "SELECT started_at FROM sessions WHERE rowid %s ? AND started_at IS NOT NULL "
+        r = one_row(out, "SELECT started_at FROM sessions WHERE rowid %s ? AND started_at IS NOT NULL "
                       "ORDER BY rowid %s LIMIT 1" % (op, order), (rowid,))
         if r:
             cands.append(r[0])
@@ -42,13 +42,13 @@ def _repair_messages_timestamp(out, row):
         return None, None
     for op, order, why in (("<", "DESC", "previous message timestamp in the session"),
                            (">", "ASC", "next message timestamp in the session")):
-        r = _one(out, "SELECT timestamp FROM messages WHERE session_id = ? AND id %s ? AND "
+        r = one_row(out, "SELECT timestamp FROM messages WHERE session_id = ? AND id %s ? AND "
                       "timestamp IS NOT NULL ORDER BY id %s LIMIT 1" % (op, order),
                  (sid, rowid))
         if r:
             return r[0], why
     try:
-        r = _one(out, "SELECT started_at FROM sessions WHERE id = ?", (sid,))
+        r = one_row(out, "SELECT started_at FROM sessions WHERE id = ?", (sid,))
         if r and r[0] is not None:
             return r[0], "started_at of the session"
     except sqlite3.Error:

@@ -3,6 +3,8 @@ watchdog tied to the SSH connection, argument parsing, time stamps, and private 
 files, JSON records and manifests under <hermes home>/fleetops.
 Stdlib only, Python 3.8+; a library (no main).
 """
+from __future__ import annotations
+
 import datetime
 import hashlib
 import json
@@ -181,7 +183,7 @@ def lock_or_refusal(loc, args, what):
     return lk, None
 
 
-_watching = []
+_watching: list = []    # the watchdog thread, once started
 
 
 def exit_with_connection(interval=0.5):

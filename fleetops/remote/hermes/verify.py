@@ -206,8 +206,8 @@ def find_hermes(db, hermes_bin=None):
         holders = []
     for h in holders:
         pid = h.get("pid")
-        cmd = hermes_writers.hermes_command(h.get("cmdline"), hermes_writers._exe(pid),
-                                            hermes_writers._environ(pid))
+        cmd = hermes_writers.hermes_command(h.get("cmdline"), hermes_writers.proc_exe(pid),
+                                            hermes_writers.proc_environ(pid))
         if cmd:
             return cmd, "the command line of holder PID %s" % pid
     for name in HERMES_NAMES:

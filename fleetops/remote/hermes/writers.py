@@ -63,7 +63,7 @@ def options(args):
 
 # ---------------------------------------------------------------- facts about processes
 
-_environ = hermes_holders.environ
+proc_environ = hermes_holders.environ
 
 
 def _cwd(pid):
@@ -73,7 +73,7 @@ def _cwd(pid):
         return None
 
 
-def _exe(pid):
+def proc_exe(pid):
     try:
         return os.readlink("/proc/%d/exe" % pid)
     except OSError:
@@ -105,7 +105,7 @@ def hermes_command(holder_argv, exe=None, env=None, hermes_bin=None):
     """The argv prefix that runs `hermes` the way this holder was run (interpreter + script or -m)."""
     if hermes_bin:
         return [hermes_bin]
-    tokens = hermes_holders._split_argv(list(holder_argv or []))
+    tokens = hermes_holders.split_argv(list(holder_argv or []))
     end = None
     for i, tok in enumerate(tokens):
         if hermes_holders.hermes_entry(tok):
@@ -130,7 +130,7 @@ def holder_facts(h):
     pid = h["pid"]
     env = hermes_holders.environ(pid)
     return {"pid": pid, "kind": h["kind"], "argv": list(h.get("cmdline") or []), "cwd": _cwd(pid),
-            "exe": _exe(pid), "env": env, "user": h.get("user"), "uid": h.get("uid"),
+            "exe": proc_exe(pid), "env": env, "user": h.get("user"), "uid": h.get("uid"),
             "start_time": (hermes_holders.process_info(pid) or {}).get("start_time"),
             "unit": cgroup_unit(pid)}
 

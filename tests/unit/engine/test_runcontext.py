@@ -73,3 +73,33 @@ def test_no_engine_signature_leaves_a_run_runner_loop_or_transport_untyped():
 def test_the_signature_check_can_fail():
     tree = ast.parse("def f(run, transport: Any, loop: 'TaskList', x):\n    pass\n")
     assert _loose(tree.body[0]) == ["run", "transport"]
+
+
+def _run_class() -> ast.ClassDef:
+    tree = ast.parse((ENGINE / "executor.py").read_text(encoding="utf-8"))
+    return next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "_Run")
+
+
+def _copied(cls: ast.ClassDef) -> list:
+    """`self.x = self.part.y`: an attribute of one of the run's parts copied onto it."""
+    out = []
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute) \
+                and isinstance(node.value.value, ast.Attribute) and isinstance(node.value.value.value, ast.Name) \
+                and node.value.value.value.id == "self":
+            out += [f"{ast.unparse(t)} = {ast.unparse(node.value)}" for t in node.targets]
+    return out
+
+
+def test_the_run_provides_run_context_itself_copying_nothing_off_its_parts():
+    cls = _run_class()
+    assert _copied(cls) == []
+    defined = {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
+    methods = {n for n, v in vars(RunContext).items() if callable(v) and not n.startswith("_")}
+    assert methods <= defined, sorted(methods - defined)
+
+
+def test_the_copy_check_can_fail():
+    cls = ast.parse("class _Run:\n    def __init__(self):\n        self.state = self.hostpool.state\n"
+                    "        self.tasks = TaskLoop(self)\n").body[0]
+    assert _copied(cls) == ["self.state = self.hostpool.state"]

@@ -32,14 +32,14 @@ from fleetops.remote.sqlite.salvage import (
 )
 from fleetops.remote.sqlite.salvage.ftscheck import put_fts_config
 from fleetops.remote.sqlite.salvage.rules import Rules
-from fleetops.remote.sqlite.salvage.sqlutil import _file_fingerprints
+from fleetops.remote.sqlite.salvage.sqlutil import file_fingerprints
 from fleetops.remote.sqlite.salvage.state import (
     FTS5_BUILD_CONFIG,
     SalvageError,
     SalvageInputError,
     SalvageState,
 )
-from fleetops.remote.sqlite.salvage.verify import _json_default
+from fleetops.remote.sqlite.salvage.verify import json_default
 
 __all__ = ["FTS5_BUILD_CONFIG", "Rules", "SalvageError", "SalvageInputError", "SalvageState", "main",
            "put_fts_config", "salvage"]
@@ -65,7 +65,7 @@ def run(s):
     durations and the notes end up in the report (written to report_path if given)."""
     t0 = time.monotonic()
     inputs.check_inputs(s)
-    before = s.source_before = _file_fingerprints(s.source)
+    before = s.source_before = file_fingerprints(s.source)
     try:
         try:
             _stages(s)
@@ -86,7 +86,7 @@ def run(s):
             s.qfh.close()
         if s.tmpdir:
             shutil.rmtree(s.tmpdir, ignore_errors=True)
-        after = _file_fingerprints(s.source)
+        after = file_fingerprints(s.source)
         unchanged = all(before[k]["sha256"] == after.get(k, {}).get("sha256")
                         for k in before) and set(before) == set(after)
         s.report["source_unchanged"] = {
@@ -120,7 +120,7 @@ def _stages(s):
     if s.schema_from:
         with open(s.schema_from, "rb") as fh:
             fallback = fh.read(100)
-    s.reader = inputs._open_reader(image, fallback)
+    s.reader = inputs.open_reader(image, fallback)
     if getattr(s.reader, "header_from", None) == "schema_from":
         s.header_inferred = ["freelist_trunk", "freelist_count", "header (schema_from's)"]
     r["header"] = s.reader.header.as_dict()
@@ -133,7 +133,7 @@ def _stages(s):
                        "%d): free pages found from the pages instead"
                        % (h.freelist_trunk, h.freelist_count))
     r["header_inferred"] = list(s.header_inferred)
-    r["source_format"] = s.keep = inputs._source_format(image, s.reader.header, image_info,
+    r["source_format"] = s.keep = inputs.source_format(image, s.reader.header, image_info,
                                                     s.header_inferred, fallback)
     if not s.keep["journal_mode_known"]:
         s.notes.append("the source's journal mode is lost with its header (no -wal, no "
@@ -182,7 +182,7 @@ def main(args, rules=None):
     except Exception as e:  # noqa: BLE001 - a payload must answer, never die silently
         return {"changed": False, "failed": True, "skipped": False,
                 "msg": "salvage failed: %s: %s" % (type(e).__name__, e)}
-    rep = json.loads(json.dumps(rep, default=_json_default))
+    rep = json.loads(json.dumps(rep, default=json_default))
     return {"changed": True, "failed": rep["verdict"] == "failed", "skipped": False,
             "msg": "salvage %s: %d of %d identified rows saved, %d lost" % (
                 rep["verdict"], rep.get("saved_rows", 0), rep.get("identified_rows", 0),

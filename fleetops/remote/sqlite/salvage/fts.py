@@ -11,7 +11,7 @@ import time
 
 from fleetops.remote.sqlite.salvage.ftscheck import fts_config_rows, keep_fts_config
 from fleetops.remote.sqlite.salvage.rules import load_order
-from fleetops.remote.sqlite.salvage.sqlutil import _schema_names, _uri
+from fleetops.remote.sqlite.salvage.sqlutil import schema_names, file_uri
 from fleetops.remote.sqlite.sql import quote_ident
 
 
@@ -30,7 +30,7 @@ def create_fts(s, name, trigs):
         out.execute(t.sql)
         for r in trigs:
             out.execute(r["sql"])
-        if name + "_config" in _schema_names(out, "table"):
+        if name + "_config" in schema_names(out, "table"):
             cfg = keep_fts_config(s, out, name, fts_config_rows(out, name + "_config"))
             s.fts_config_expected[name] = cfg
         out.execute("RELEASE fts")
@@ -132,9 +132,9 @@ def fts_prepare(s, name, trigs, est_bytes=None):
         con.execute("BEGIN")
         for tn in on:
             con.execute(s.tables[tn].sql)
-        before = _schema_names(con)
+        before = schema_names(con)
         con.execute(ft.sql)
-        job.shadows = sorted(n for n in _schema_names(con, "table") - before if n != name)
+        job.shadows = sorted(n for n in schema_names(con, "table") - before if n != name)
         for r in trigs:
             con.execute(r["sql"])
         cfg = name + "_config"
@@ -169,7 +169,7 @@ def run_fts_job(s, job):
     so the output is free for the main thread while the index is built."""
     t0 = time.monotonic()
     c0 = _thread_cpu()
-    con = sqlite3.connect(_uri(job.path), uri=True, isolation_level=None,
+    con = sqlite3.connect(file_uri(job.path), uri=True, isolation_level=None,
                           check_same_thread=False)
     job.con = con
     try:
@@ -181,7 +181,7 @@ def run_fts_job(s, job):
             # speculative: the image's rows, in key order, through the same kind of
             # statement as below; kept only if they prove to be the final rows
             con.execute("ATTACH DATABASE ? AS fleetops_img",
-                        (_uri(s.report["image"]["path"], mode="ro", immutable="1"),))
+                        (file_uri(s.report["image"]["path"], mode="ro", immutable="1"),))
             con.execute("BEGIN")
             for tn in job.on:
                 t = s.tables[tn]
@@ -199,7 +199,7 @@ def run_fts_job(s, job):
             job.seconds = time.monotonic() - t0
             job.cpu_seconds = _thread_cpu() - c0 if c0 is not None else None
             return
-        con.execute("ATTACH DATABASE ? AS fleetops_out", (_uri(s.tmp_out, mode="ro"),))
+        con.execute("ATTACH DATABASE ? AS fleetops_out", (file_uri(s.tmp_out, mode="ro"),))
         con.execute("BEGIN")
         for i, tn in enumerate(job.on):
             cols = ", ".join(quote_ident(c) for c in s.tables[tn].columns)
@@ -257,9 +257,9 @@ def install_fts(s, job):
     if job.error is None:
         try:
             out.execute("BEGIN")
-            before = _schema_names(out)
+            before = schema_names(out)
             out.execute(s.tables[name].sql)
-            shadows = sorted(n for n in _schema_names(out, "table") - before if n != name)
+            shadows = sorted(n for n in schema_names(out, "table") - before if n != name)
             if shadows != job.shadows:
                 raise sqlite3.DatabaseError("shadow tables differ from the scratch build: "
                                             "%s != %s" % (shadows, job.shadows))
@@ -314,7 +314,7 @@ class _FtsJob(object):
         self.priority = 0             # which speculative build starts first
 
 
-def _fdatasync_path(path):
+def fdatasync_path(path):
     """Ask the kernel to write a file back now (an early flush; never the durability proof)."""
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -326,7 +326,7 @@ def _fdatasync_path(path):
         pass
 
 
-def _cpus():
+def cpus():
     """Cores this process may run on (its affinity mask where the OS has one)."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -341,7 +341,7 @@ def _thread_cpu():
         return None
 
 
-def _trigger_insert(sql, fts_name):
+def trigger_insert(sql, fts_name):
     """(columns, value expressions) of the `INSERT INTO fts_name(...) VALUES (...)` in a
     trigger's SQL, split at top-level commas; None if it has no such statement."""
     m = re.search(r"(?is)INSERT\s+INTO\s+[\"`\[]?%s[\"`\]]?\s*\(([^)]*)\)\s*VALUES\s*\("
@@ -349,11 +349,11 @@ def _trigger_insert(sql, fts_name):
     if not m:
         return None
     cols = [c.strip().strip('"`[]') for c in m.group(1).split(",")]
-    exprs = _split_args(sql[m.end():])
+    exprs = split_args(sql[m.end():])
     return None if exprs is None else (cols, exprs)
 
 
-def _split_args(text):
+def split_args(text):
     """The comma-separated items up to the parenthesis that closes the one just before
     ``text`` (quotes and nested parentheses respected), or None if it never closes."""
     exprs, depth, cur, quote = [], 0, "", None

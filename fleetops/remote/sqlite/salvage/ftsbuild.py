@@ -16,7 +16,7 @@ def build_fts(s):
     is built, and checked there (fresh connection) while the others are still building."""
     todo = speculate.settle_speculation(s)
     running = [j for j in s.fts_jobs if j.future is not None]
-    workers = s.fts_workers or fts._cpus()
+    workers = s.fts_workers or fts.cpus()
     workers = max(1, min(workers, len(todo) + len(running)))
 
     def run(job):

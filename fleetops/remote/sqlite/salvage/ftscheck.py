@@ -5,7 +5,7 @@ import re
 import sqlite3
 
 from fleetops.remote.sqlite.fileformat.record import text_or_invalid
-from fleetops.remote.sqlite.salvage.sqlutil import _one, _schema_names
+from fleetops.remote.sqlite.salvage.sqlutil import one_row, schema_names
 from fleetops.remote.sqlite.sql import quote_ident
 
 
@@ -34,7 +34,7 @@ def fts_check(s, name, out):
     except sqlite3.Error as e:
         rep["integrity_check"] = str(e)
     try:
-        rep["rows"] = _one(out, "SELECT count(*) FROM %s" % quote_ident(name))[0]
+        rep["rows"] = one_row(out, "SELECT count(*) FROM %s" % quote_ident(name))[0]
         probe = None
         for row in out.execute("SELECT rowid, * FROM %s LIMIT 200" % quote_ident(name)).fetchall():
             words = [w for text in row[1:] if isinstance(text, str)
@@ -82,7 +82,7 @@ def fts_config_check(s, name):
     noted, as the rebuilt table starts from the DDL."""
     rep = s.fts_report[name]
     cfg = name + "_config"
-    if cfg not in _schema_names(s.out, "table"):
+    if cfg not in schema_names(s.out, "table"):
         return True
     got = fts_config_rows(s.out, cfg)
     rep["config"] = got

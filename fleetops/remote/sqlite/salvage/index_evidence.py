@@ -8,7 +8,7 @@ import sqlite3
 
 from fleetops.remote.sqlite import indexcopies
 from fleetops.remote.sqlite.salvage import walk
-from fleetops.remote.sqlite.salvage.model import _normalize
+from fleetops.remote.sqlite.salvage.model import normalize
 from fleetops.remote.sqlite.sql import partial_where, quote_ident
 
 HELD = "not in any index"
@@ -99,7 +99,7 @@ def vouch_for_orphan(s, st, recs):
             return False
         if any(x.lineage for x in st.keys.get(c.rowid, {}).values()):
             return False
-        if not judge.vouches(c.rowid, _normalize(st.t, c.rowid, v)):
+        if not judge.vouches(c.rowid, normalize(st.t, c.rowid, v)):
             return False
     return True
 

@@ -118,7 +118,7 @@ def make_image(s):
     return image, info
 
 
-def _source_format(image, header, image_info, inferred=(), fallback=None):
+def source_format(image, header, image_info, inferred=(), fallback=None):
     """What the output keeps of the source: journal mode (WAL when the header says so or a
     WAL was applied), page size, encoding, user_version, application_id, auto_vacuum. From
     the source's own header; where that was damaged (fields inferred from the pages), the
@@ -156,7 +156,7 @@ def _source_format(image, header, image_info, inferred=(), fallback=None):
             "from": origin}
 
 
-def _open_reader(image, fallback_header=None):
+def open_reader(image, fallback_header=None):
     try:
         return SQLiteFile(image)
     except FormatError:

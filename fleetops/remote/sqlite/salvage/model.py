@@ -5,14 +5,14 @@ import re
 import sqlite3
 
 from fleetops.remote.sqlite.fileformat.record import InvalidText
-from fleetops.remote.sqlite.salvage.sqlutil import _content_key, _one
+from fleetops.remote.sqlite.salvage.sqlutil import content_key, one_row
 from fleetops.remote.sqlite.sql import quote_ident
 
 FTS_SHADOW_SUFFIXES = ("data", "idx", "content", "docsize", "config",
                        "segments", "segdir", "stat")
 
 
-def _affinity(decl):
+def column_affinity(decl):
     """SQLite column affinity from a declared type (the five rules of datatype3.html)."""
     d = (decl or "").upper()
     if "INT" in d:
@@ -53,12 +53,12 @@ class Table(object):
         return not (self.virtual or self.shadow_of or self.internal)
 
 
-def _load_schema_rows(conn):
+def load_schema_rows(conn):
     return [dict(zip(("type", "name", "tbl_name", "rootpage", "sql"), r)) for r in conn.execute(
         "SELECT type, name, tbl_name, rootpage, sql FROM sqlite_schema")]
 
 
-def _build_model(schema_rows):
+def build_model(schema_rows):
     """Tables with column info, taken from an in-memory replay of the DDL (no hand parsing)."""
     mem = sqlite3.connect(":memory:")
     tables = {}
@@ -86,7 +86,7 @@ def _build_model(schema_rows):
                 t.columns, t.decl = ["name", "seq"], ["", ""]
             elif t.name.startswith("sqlite_stat"):
                 t.columns, t.decl = ["tbl", "idx", "stat"], ["", "", ""]
-            t.affinity = [_affinity(d) for d in t.decl]
+            t.affinity = [column_affinity(d) for d in t.decl]
             t.notnull = [False] * len(t.columns)
             t.defaults = [None] * len(t.columns)
             continue
@@ -100,12 +100,12 @@ def _build_model(schema_rows):
                 continue
             t.columns.append(name)
             t.decl.append(decl or "")
-            t.affinity.append(_affinity(decl))
+            t.affinity.append(column_affinity(decl))
             t.notnull.append(bool(notnull))
             val = None
             if dflt is not None:
                 try:
-                    val = _one(mem, "SELECT " + dflt)[0]
+                    val = one_row(mem, "SELECT " + dflt)[0]
                 except sqlite3.Error:
                     val = None
             t.defaults.append(val)
@@ -116,7 +116,7 @@ def _build_model(schema_rows):
     return tables, problems
 
 
-def _shape_score(table, values):
+def shape_score(table, values):
     """How well a decoded record fits a table; None if it cannot belong to it."""
     n = len(values)
     if not table.columns or n > len(table.columns) or n == 0:
@@ -150,7 +150,7 @@ def _shape_score(table, values):
     return score
 
 
-def _assign_page(tables, records):
+def assign_page(tables, records):
     """Pick the one table a leaf page belongs to by summed record shape.
 
     Returns (name, None, []) or (None, why, names tied for first place)."""
@@ -159,7 +159,7 @@ def _assign_page(tables, records):
         s = 0
         ok = 0
         for vals in records:
-            sc = _shape_score(t, vals)
+            sc = shape_score(t, vals)
             if sc is not None:
                 s += sc
                 ok += 1
@@ -180,7 +180,7 @@ _NUMERIC_TEXT = re.compile(r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*$")
 NUL_RUN = 8
 
 
-def _affinity_doubts(t, values):
+def affinity_doubts(t, values):
     """Why a record cannot have been written as it reads, for this table: a value whose
     storage class the column's affinity would have converted (a number in a TEXT column,
     numeric text in an INTEGER/REAL/NUMERIC one), or a run of NUL characters in text (what a
@@ -252,7 +252,7 @@ class TableState(object):
 
     def add(self, rowid, values, walk=False, cell=None, lineage=False):
         versions = self.keys.setdefault(rowid, {})
-        ck = _content_key(values)
+        ck = content_key(values)
         v = versions.get(ck)
         if v is None:
             v = versions[ck] = Version(values)
@@ -267,7 +267,7 @@ class TableState(object):
         return v
 
 
-def _normalize(t, rowid, values):
+def normalize(t, rowid, values):
     """A page-scan record as SQLite would return it: defaults for short records,
     the rowid in the INTEGER PRIMARY KEY column, REAL affinity ints as floats."""
     vals = list(values[:len(t.columns)])

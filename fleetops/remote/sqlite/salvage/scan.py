@@ -8,13 +8,13 @@ from fleetops.remote.sqlite.fileformat.errors import FormatError
 from fleetops.remote.sqlite.salvage import index_evidence, walk
 from fleetops.remote.sqlite.salvage.model import (
     Table,
-    _affinity,
-    _affinity_doubts,
-    _assign_page,
-    _normalize,
-    _shape_score,
+    column_affinity,
+    affinity_doubts,
+    assign_page,
+    normalize,
+    shape_score,
 )
-from fleetops.remote.sqlite.salvage.sqlutil import _content_key
+from fleetops.remote.sqlite.salvage.sqlutil import content_key
 
 
 def page_scan(s):
@@ -56,7 +56,7 @@ def page_scan(s):
     schema_t = Table("sqlite_schema", None, 1)
     schema_t.columns = ["type", "name", "tbl_name", "rootpage", "sql"]
     schema_t.decl = ["text", "text", "text", "int", "text"]
-    schema_t.affinity = [_affinity(d) for d in schema_t.decl]
+    schema_t.affinity = [column_affinity(d) for d in schema_t.decl]
     schema_t.notnull = [False] * 5
     schema_t.defaults = [None] * 5
     candidates.append(schema_t)
@@ -118,7 +118,7 @@ def page_scan(s):
                 unattributed.append({"page": pgno, "kind": info["kind"],
                                      "reason": "no decodable record"})
             continue
-        tname, why, tied = _assign_page(candidates, good)
+        tname, why, tied = assign_page(candidates, good)
         if on_fl:
             fl_records.append((pgno, tname, recs))
             continue
@@ -246,13 +246,13 @@ def foreign_leaves(s, st):
         cands = [st.t] + [t for t in s.tables.values()
                           if t.columns and not t.without_rowid and not t.virtual
                           and t.name != st.t.name and (other is None or t.name == other)]
-        tname, _why, _tied = _assign_page(cands, good) if good else (None, None, [])
+        tname, _why, _tied = assign_page(cands, good) if good else (None, None, [])
         if tname == st.t.name:
             add_records(s, st, pgno, recs, shape_check=False)
             continue
         for c, v in recs:
             if v is not None and c.rowid is not None:
-                ck = _content_key(_normalize(st.t, c.rowid, v))
+                ck = content_key(normalize(st.t, c.rowid, v))
                 st.foreign_cells.setdefault(c.rowid, {})[ck] = pgno
 
 
@@ -285,7 +285,7 @@ def mirror_double_refs(s, cls):
                     good = [v for _c, v in s.reader.leaf_records(d["page"]) if v is not None]
                 except FormatError:
                     continue
-                if good and _assign_page([own, other], good)[0] == other.name:
+                if good and assign_page([own, other], good)[0] == other.name:
                     first.leaves.remove(d["page"])
 
 
@@ -310,7 +310,7 @@ def add_records(s, st, pgno, recs, shape_check):
                                  % (cell.index, pgno, cell.error), page=pgno,
                                  raw=cell.payload)
             continue
-        if shape_check and _shape_score(t, vals) is None:
+        if shape_check and shape_score(t, vals) is None:
             st.undecodable += 1
             walk.quarantine(s, t.name, cell.rowid, vals, "record on orphan page %d does not fit "
                              "table %s" % (pgno, t.name), page=pgno)
@@ -320,9 +320,9 @@ def add_records(s, st, pgno, recs, shape_check):
             walk.quarantine(s, t.name, cell.rowid, vals, "record has %d columns, table %d"
                              % (len(vals), len(t.columns)), page=pgno)
             continue
-        v = st.add(cell.rowid, _normalize(t, cell.rowid, vals), cell=(pgno, cell.index),
+        v = st.add(cell.rowid, normalize(t, cell.rowid, vals), cell=(pgno, cell.index),
                    lineage=not shape_check)
-        for why in cell.suspect + _affinity_doubts(t, vals):
+        for why in cell.suspect + affinity_doubts(t, vals):
             if why not in v.suspect:
                 v.suspect.append(why)
 

@@ -7,10 +7,10 @@ from fleetops.remote.sqlite.fileformat.btree import TABLE_LEAF
 from fleetops.remote.sqlite.fileformat.errors import FormatError
 from fleetops.remote.sqlite.salvage.model import (
     TableState,
-    _build_model,
-    _load_schema_rows,
+    build_model,
+    load_schema_rows,
 )
-from fleetops.remote.sqlite.salvage.sqlutil import _uri
+from fleetops.remote.sqlite.salvage.sqlutil import file_uri
 from fleetops.remote.sqlite.salvage.state import SalvageInputError
 
 
@@ -19,8 +19,8 @@ def load_schema(s, image):
     src_rows = None
     err = None
     try:
-        s.src = sqlite3.connect(_uri(image, mode="ro", immutable="1"), uri=True)
-        src_rows = _load_schema_rows(s.src)
+        s.src = sqlite3.connect(file_uri(image, mode="ro", immutable="1"), uri=True)
+        src_rows = load_schema_rows(s.src)
     except sqlite3.Error as e:
         err = str(e)
         if s.src:
@@ -31,9 +31,9 @@ def load_schema(s, image):
     if src_rows is None:
         reader_rows = recover_schema_rows(s)
     if s.schema_from:
-        hc = sqlite3.connect(_uri(s.schema_from, mode="ro"), uri=True)
+        hc = sqlite3.connect(file_uri(s.schema_from, mode="ro"), uri=True)
         try:
-            ddl_rows = _load_schema_rows(hc)
+            ddl_rows = load_schema_rows(hc)
         finally:
             hc.close()
         roots = dict((x["name"], x["rootpage"]) for x in (src_rows or reader_rows or []))
@@ -56,7 +56,7 @@ def load_schema(s, image):
         s.schema_rows = (reader_rows or []) + added
         s.report["schema_source"] = "page-reader"
         s.notes.append("schema read by the page reader after SQLite failed: %s" % err)
-    s.tables, problems = _build_model(s.schema_rows)
+    s.tables, problems = build_model(s.schema_rows)
     s.notes.extend(problems)
     s.states = dict((n, TableState(t)) for n, t in s.tables.items() if t.target)
 

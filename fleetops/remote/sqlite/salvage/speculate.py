@@ -9,7 +9,7 @@ import sqlite3
 import time
 
 from fleetops.remote.sqlite.salvage import fts
-from fleetops.remote.sqlite.salvage.sqlutil import _uri
+from fleetops.remote.sqlite.salvage.sqlutil import file_uri
 from fleetops.remote.sqlite.sql import quote_ident
 
 
@@ -17,7 +17,7 @@ def speculate_fts(s):
     if (s.fts != "rebuild" or s.fts_build != "scratch" or not s.fts_speculate
             or s.src is None):
         return
-    workers = s.fts_workers or fts._cpus()
+    workers = s.fts_workers or fts.cpus()
     if workers < 2:
         return          # no spare core: the page scan would only be slowed down
     size = s.report["image"]["size"]
@@ -107,9 +107,9 @@ def rows_match_image(s, tn):
         "AND CAST(a.{c} AS BLOB) IS CAST(b.{c} AS BLOB)".format(c=quote_ident(c)) for c in t.columns)
     con = None
     try:
-        con = sqlite3.connect(_uri(s.report["image"]["path"], mode="ro", immutable="1"),
+        con = sqlite3.connect(file_uri(s.report["image"]["path"], mode="ro", immutable="1"),
                               uri=True)
-        con.execute("ATTACH DATABASE ? AS fleetops_out", (_uri(s.tmp_out, mode="ro"),))
+        con.execute("ATTACH DATABASE ? AS fleetops_out", (file_uri(s.tmp_out, mode="ro"),))
         n_out, n_img, n_same = con.execute(
             "SELECT (SELECT count(*) FROM fleetops_out.{t} NOT INDEXED), "
             "(SELECT count(*) FROM main.{t} NOT INDEXED), "

@@ -8,18 +8,18 @@ from fleetops.remote.host.durable import sha256_file
 from fleetops.remote.sqlite.fileformat.record import InvalidText
 
 
-def _uri(path, **params):
+def file_uri(path, **params):
     return "file:" + urllib.parse.quote(os.path.abspath(path)) + "?" + "&".join(
         "%s=%s" % kv for kv in params.items())
 
 
-def _one(conn, sql, params=()):
+def one_row(conn, sql, params=()):
     """First row or None, with the statement finished (an unfinished one blocks checkpoints)."""
     rows = conn.execute(sql, params).fetchall()
     return rows[0] if rows else None
 
 
-def _jsonable(v):
+def jsonable(v):
     if isinstance(v, InvalidText):
         return {"$text_invalid_utf8_hex": bytes(v).hex()}
     if isinstance(v, (bytes, bytearray, memoryview)):
@@ -32,7 +32,7 @@ def _jsonable(v):
     return v
 
 
-def _content_key(values):
+def content_key(values):
     """Hashable identity of a row's content, type-exact: 1 != 1.0 != '1' != b'1', and
     0.0 != -0.0 (floats compared by their bits, so a NaN equals itself)."""
     types = tuple(map(type, values))
@@ -41,7 +41,7 @@ def _content_key(values):
     return types, tuple(values)
 
 
-def _file_fingerprints(path):
+def file_fingerprints(path):
     out = {}
     for suffix in ("", "-wal", "-shm", "-journal"):
         p = path + suffix
@@ -52,7 +52,7 @@ def _file_fingerprints(path):
     return out
 
 
-def _schema_names(con, kind=None):
+def schema_names(con, kind=None):
     if kind:
         return set(r[0] for r in con.execute(
             "SELECT name FROM main.sqlite_master WHERE type = ?", (kind,)))

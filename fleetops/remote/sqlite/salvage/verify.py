@@ -9,8 +9,8 @@ import threading
 from fleetops.remote.host.durable import fsync_dir, fsync_file, sha256_file
 from fleetops.remote.sqlite.salvage import fts, scan
 from fleetops.remote.sqlite.salvage.ftscheck import fts_check, fts_config_check
-from fleetops.remote.sqlite.salvage.model import _load_schema_rows
-from fleetops.remote.sqlite.salvage.sqlutil import _jsonable, _one
+from fleetops.remote.sqlite.salvage.model import load_schema_rows
+from fleetops.remote.sqlite.salvage.sqlutil import jsonable, one_row
 from fleetops.remote.sqlite.sql import quote_ident
 
 
@@ -19,7 +19,7 @@ def verify_and_finish(s):
     s.out.close()
     # the output was written without syncs: start writing it back now, while it is
     # verified, so the durable commit at the end (journal mode WAL) has little left to do
-    flush = threading.Thread(target=fts._fdatasync_path, args=(s.tmp_out,))
+    flush = threading.Thread(target=fts.fdatasync_path, args=(s.tmp_out,))
     flush.daemon = True
     flush.start()
     out = s.out = sqlite3.connect(s.tmp_out, isolation_level=None)
@@ -50,8 +50,8 @@ def verify_and_finish(s):
         counts_ok = True
         tables_rep = {}
         for name, st in s.states.items():
-            saved = _one(out, "SELECT count(*) FROM %s NOT INDEXED" % quote_ident(name))[0]
-            via = _one(out, "SELECT count(*) FROM %s" % quote_ident(name))[0]
+            saved = one_row(out, "SELECT count(*) FROM %s NOT INDEXED" % quote_ident(name))[0]
+            via = one_row(out, "SELECT count(*) FROM %s" % quote_ident(name))[0]
             if saved != via:
                 counts_ok = False
             tables_rep[name] = table_report(s, st, saved, via)
@@ -169,7 +169,7 @@ def schema_check(s, out):
                     and r["name"] not in skip)
 
     want = objects(s.schema_rows)
-    got = objects(_load_schema_rows(out))
+    got = objects(load_schema_rows(out))
     shadow = set(t.name for t in s.tables.values() if t.shadow_of)
     # DDL a fallback schema supplied for objects lost with the schema page was not read
     # from the file: one that could not be created is noted (the notes say why), not
@@ -256,26 +256,26 @@ def write_report(s):
     tmp = s.report_path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
-        json.dump(s.report, fh, indent=2, sort_keys=True, default=_json_default)
+        json.dump(s.report, fh, indent=2, sort_keys=True, default=json_default)
         fh.flush()
         os.fsync(fh.fileno())
     os.rename(tmp, s.report_path)
     fsync_dir(os.path.dirname(os.path.abspath(s.report_path)))
 
 
-def _json_default(o):
+def json_default(o):
     if isinstance(o, (bytes, bytearray)):
-        return _jsonable(bytes(o))
+        return jsonable(bytes(o))
     if isinstance(o, (set, tuple)):
         return list(o)
     return str(o)
 
 
 def _output_format(con, mode):
-    """The output's fields of _source_format, read back through SQLite."""
+    """The output's fields of source_format, read back through SQLite."""
     return {"journal_mode": mode[0][0].lower() if mode else None,
-            "page_size": _one(con, "PRAGMA page_size")[0],
-            "encoding": _one(con, "PRAGMA encoding")[0],
-            "user_version": _one(con, "PRAGMA user_version")[0],
-            "application_id": _one(con, "PRAGMA application_id")[0],
-            "auto_vacuum": _one(con, "PRAGMA auto_vacuum")[0]}
+            "page_size": one_row(con, "PRAGMA page_size")[0],
+            "encoding": one_row(con, "PRAGMA encoding")[0],
+            "user_version": one_row(con, "PRAGMA user_version")[0],
+            "application_id": one_row(con, "PRAGMA application_id")[0],
+            "auto_vacuum": one_row(con, "PRAGMA auto_vacuum")[0]}

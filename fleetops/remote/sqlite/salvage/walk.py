@@ -7,8 +7,8 @@ import os
 import sqlite3
 
 from fleetops.remote.sqlite.fileformat.record import text_or_invalid
-from fleetops.remote.sqlite.salvage.model import _affinity_doubts
-from fleetops.remote.sqlite.salvage.sqlutil import _jsonable
+from fleetops.remote.sqlite.salvage.model import affinity_doubts
+from fleetops.remote.sqlite.salvage.sqlutil import jsonable
 from fleetops.remote.sqlite.salvage.state import INT64_MAX, INT64_MIN
 from fleetops.remote.sqlite.sql import quote_ident
 
@@ -49,7 +49,7 @@ def walk_table(s, st):
                 rid = row[0]
                 v = st.add(rid, list(row[1:]), walk=True)
                 if not v.cells:
-                    for why in _affinity_doubts(t, v.values):
+                    for why in affinity_doubts(t, v.values):
                         if why not in v.suspect:
                             v.suspect.append(why)
                 seen_walk.add(rid)
@@ -156,7 +156,7 @@ def quarantine(s, table, rowid, values, reason, page=None, raw=None, count=True)
            "reason": reason, "page": page}
     if values is not None:
         cols = s.tables[table].columns if table in s.tables else None
-        vals = [_jsonable(v) for v in values]
+        vals = [jsonable(v) for v in values]
         rec["values"] = dict(zip(cols, vals)) if cols and len(cols) == len(vals) else vals
     if raw is not None:
         rec["raw_hex"] = bytes(raw).hex()

@@ -11,7 +11,7 @@ from fleetops.remote.sqlite.fileformat.record import InvalidText, text_or_invali
 from fleetops.remote.sqlite.salvage import fts, ftsbuild, index_evidence, walk
 from fleetops.remote.sqlite.salvage.model import Version
 from fleetops.remote.sqlite.salvage.rules import load_order
-from fleetops.remote.sqlite.salvage.sqlutil import _one, _uri
+from fleetops.remote.sqlite.salvage.sqlutil import one_row, file_uri
 from fleetops.remote.sqlite.sql import quote_ident
 
 
@@ -135,7 +135,7 @@ def check_against_copies(s):
     votes = {}          # (table, rowid) -> [copies present, copies disagreeing]
     try:
         s.out.execute("ATTACH DATABASE ? AS fleetops_src",
-                      (_uri(s.report["image"]["path"], mode="ro", immutable="1"),))
+                      (file_uri(s.report["image"]["path"], mode="ro", immutable="1"),))
     except sqlite3.Error as e:
         s.notes.append("content not checked against its FTS copies: %s" % e)
         return
@@ -145,7 +145,7 @@ def check_against_copies(s):
             if content not in s.tables:
                 continue
             for r in trigs:
-                parsed = fts._trigger_insert(r["sql"], name)
+                parsed = fts.trigger_insert(r["sql"], name)
                 tn = r.get("tbl_name")
                 if (parsed is None or tn not in s.states
                         or not re.search(r"(?i)\bAFTER\s+INSERT\b", r["sql"])):
@@ -169,7 +169,7 @@ def vote(s, votes, tn, name, content, cols, exprs):
     if cols[0].lower() != "rowid" or len(cols) != len(exprs):
         return
     m = re.search(r"(?is)\busing\s+fts5\s*\(", s.tables[name].sql or "")
-    args = fts._split_args(s.tables[name].sql[m.end():]) if m else None
+    args = fts.split_args(s.tables[name].sql[m.end():]) if m else None
     if args is None:
         return
     # the declared columns, in order (c0, c1, ... of the content table); options have '='
@@ -364,7 +364,7 @@ def missing_parent(s, t, values):
         if val is None or ptable not in s.states:
             continue
         try:
-            if _one(s.out, "SELECT 1 FROM %s WHERE %s = ? LIMIT 1"
+            if one_row(s.out, "SELECT 1 FROM %s WHERE %s = ? LIMIT 1"
                     % (quote_ident(ptable), quote_ident(pcol)), (val,)) is None:
                 return "FOREIGN KEY: no %s row with %s = %r" % (ptable, pcol, val)
         except sqlite3.Error:
@@ -466,7 +466,7 @@ def fk_fix(s):
                    if f[0] == fkid]
             from_cols = [f[3] for f in fks]
             t = s.tables[table]
-            row = _one(out, "SELECT * FROM %s WHERE rowid = ?" % quote_ident(table), (rowid,))
+            row = one_row(out, "SELECT * FROM %s WHERE rowid = ?" % quote_ident(table), (rowid,))
             if row is None:
                 continue
             nullable = all(not t.notnull[t.columns.index(c)] for c in from_cols
@@ -499,7 +499,7 @@ def copy_sequence(s):
         for name, seq in seqs:
             if not isinstance(seq, int):
                 continue
-            cur = _one(s.out, "SELECT seq FROM sqlite_sequence WHERE name = ?",
+            cur = one_row(s.out, "SELECT seq FROM sqlite_sequence WHERE name = ?",
                                    (name,))
             if cur is None:
                 s.out.execute("INSERT INTO sqlite_sequence(name, seq) VALUES (?, ?)",

@@ -35,10 +35,10 @@ def test_healthy_store_has_nothing_suspect(salvaged):
 def test_affinity_rules():
     t = model.Table("x", "CREATE TABLE x(a TEXT, b INTEGER, c REAL, d)", 2)
     t.columns, t.affinity = ["a", "b", "c", "d"], ["TEXT", "INTEGER", "REAL", "BLOB"]
-    assert model._affinity_doubts(t, ["s", 1, 1.5, 7]) == []
-    assert model._affinity_doubts(t, [3, None, None, None]) == ["a: a int in a TEXT column"]
-    assert model._affinity_doubts(t, [None, " 12 ", None, None]) == ["b: numeric text in a INTEGER column"]
-    assert model._affinity_doubts(t, [None, 2.0, "1e3", None]) == [
+    assert model.affinity_doubts(t, ["s", 1, 1.5, 7]) == []
+    assert model.affinity_doubts(t, [3, None, None, None]) == ["a: a int in a TEXT column"]
+    assert model.affinity_doubts(t, [None, " 12 ", None, None]) == ["b: numeric text in a INTEGER column"]
+    assert model.affinity_doubts(t, [None, 2.0, "1e3", None]) == [
         "b: an integral REAL in an INTEGER column", "c: numeric text in a REAL column"]
-    assert model._affinity_doubts(t, ["ok" + "\x00" * 8, None, None, "\x00" * 9]) == [
+    assert model.affinity_doubts(t, ["ok" + "\x00" * 8, None, None, "\x00" * 9]) == [
         "a: a run of NUL characters in text", "d: a run of NUL characters in text"]
