@@ -34,3 +34,5 @@ VERDICTS  # noqa
 index_honesty  # noqa
 encode_varint  # noqa
 _.optionxform  # noqa  (configparser's hook, set by the ini lookup)
+WRITERS  # noqa  (salvage state: which stage writes each part, read by its test)
+REPORT  # noqa

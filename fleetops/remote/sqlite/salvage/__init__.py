@@ -65,7 +65,7 @@ def run(s):
     durations and the notes end up in the report (written to report_path if given)."""
     t0 = time.monotonic()
     inputs.check_inputs(s)
-    before = s.source_before = file_fingerprints(s.source)
+    before = inputs.fingerprint_source(s)
     try:
         try:
             _stages(s)
@@ -78,15 +78,15 @@ def run(s):
             raise SalvageError("salvage failed: %s: %s (no output written)"
                                % (type(e).__name__, e)) from e
     finally:
-        if s.fts_spec_state == "running":
+        if s.fts.spec_state == "running":
             speculate.stop_speculation(s, "salvage ended before the FTS build")
-        if s.fts_spec_pool is not None:
-            s.fts_spec_pool.shutdown(wait=True)
-        if s.qfh:
-            s.qfh.close()
+        if s.fts.spec_pool is not None:
+            s.fts.spec_pool.shutdown(wait=True)
+        if s.quarantine.qfh:
+            s.quarantine.qfh.close()
         if s.tmpdir:
             shutil.rmtree(s.tmpdir, ignore_errors=True)
-        after = file_fingerprints(s.source)
+        after = file_fingerprints(s.args.source)
         unchanged = all(before[k]["sha256"] == after.get(k, {}).get("sha256")
                         for k in before) and set(before) == set(after)
         s.report["source_unchanged"] = {
@@ -99,7 +99,7 @@ def run(s):
         s.durations["total"] = round(time.monotonic() - t0, 3)
         s.report["durations_s"] = s.durations
         s.report["notes"] = s.notes
-        if s.report_path:
+        if s.args.report_path:
             verify.write_report(s)
     return s.report
 
@@ -107,8 +107,8 @@ def run(s):
 def _stages(s):
     """image, schema, page scan, table walk, write (with the FTS build), verify."""
     r = s.report
-    r.update({"source": s.source, "output": s.output, "fts_mode": s.fts,
-              "schema_from": s.schema_from, "verdict": "failed",
+    r.update({"source": s.args.source, "output": s.args.output, "fts_mode": s.args.fts,
+              "schema_from": s.args.schema_from, "verdict": "failed",
               "quarantine_file": None, "quarantined_total": 0})
     t = time.monotonic()
     image, image_info = inputs.make_image(s)
@@ -116,28 +116,7 @@ def _stages(s):
     s.tick("image", t)
 
     t = time.monotonic()
-    fallback = None
-    if s.schema_from:
-        with open(s.schema_from, "rb") as fh:
-            fallback = fh.read(100)
-    s.reader = inputs.open_reader(image, fallback)
-    if getattr(s.reader, "header_from", None) == "schema_from":
-        s.header_inferred = ["freelist_trunk", "freelist_count", "header (schema_from's)"]
-    r["header"] = s.reader.header.as_dict()
-    h = s.reader.header
-    if (h.freelist_trunk > s.reader.page_count or h.freelist_count > s.reader.page_count
-            ) and "freelist_trunk" not in s.header_inferred:
-        # pointing outside the file: not the freelist's, whatever the rest says
-        s.header_inferred += ["freelist_trunk", "freelist_count"]
-        s.notes.append("header freelist fields point outside the file (trunk %d, count "
-                       "%d): free pages found from the pages instead"
-                       % (h.freelist_trunk, h.freelist_count))
-    r["header_inferred"] = list(s.header_inferred)
-    r["source_format"] = s.keep = inputs.source_format(image, s.reader.header, image_info,
-                                                    s.header_inferred, fallback)
-    if not s.keep["journal_mode_known"]:
-        s.notes.append("the source's journal mode is lost with its header (no -wal, no "
-                       "schema_from): the output is in DELETE mode")
+    inputs.read_header(s, image)
     schema.load_schema(s, image)
     s.tick("schema", t)
     speculate.speculate_fts(s)
@@ -147,7 +126,7 @@ def _stages(s):
     s.tick("page_scan", t)
 
     t = time.monotonic()
-    for st in s.states.values():
+    for st in s.schema.states.values():
         walk.walk_table(s, st)
     s.tick("table_walk", t)
     speculate.speculation_damage_check(s)
@@ -160,9 +139,9 @@ def _stages(s):
     t = time.monotonic()
     verify.verify_and_finish(s)
     s.tick("verify", t)
-    s.reader.close()
-    if s.src:
-        s.src.close()
+    s.image.reader.close()
+    if s.schema.src:
+        s.schema.src.close()
 
 
 def main(args, rules=None):

@@ -5,7 +5,6 @@ cannot be prepared, created before the rows and filled one by one as they go in.
 import os
 import re
 import sqlite3
-import tempfile
 import threading
 import time
 
@@ -15,12 +14,42 @@ from fleetops.remote.sqlite.salvage.sqlutil import schema_names, file_uri
 from fleetops.remote.sqlite.sql import quote_ident
 
 
+def plan_builds(s, fts_names):
+    """Each FTS table's build, once the output's tables exist: a scratch build after the rows
+    (one started from the image if the speculation has it), or created now so its triggers index
+    the rows as they go in; with fts=leave-to-hermes, none."""
+    if s.args.fts == "rebuild":
+        by_table = fts_triggers(s)
+        for name in fts_names:
+            trigs = by_table[name]
+            job, why = s.fts.spec.get(name), None
+            if job is None and trigs and s.args.fts_build == "scratch":
+                job, why = fts_prepare(s, name, trigs)
+            if job is not None:
+                # built by its triggers from the final rows, after they are all in
+                s.fts.jobs.append(job)
+                continue
+            # fallback: FTS before the rows, so the source's own triggers index them
+            # one by one as they go in
+            create_fts(s, name, trigs)
+            rep = s.fts.report[name]
+            if why:
+                rep["build"] = "triggers"
+                rep["scratch_unavailable"] = why
+                if rep["created"]:
+                    s.notes.append("FTS table %s: scratch build unavailable (%s); "
+                                   "indexed by its triggers during the load" % (name, why))
+    else:
+        for name in fts_names:
+            s.fts.report[name] = {"mode": "leave-to-hermes", "created": False}
+
+
 def create_fts(s, name, trigs):
-    out = s.out
-    t = s.tables[name]
+    out = s.dest.out
+    t = s.schema.tables[name]
     rep = {"mode": "rebuild", "created": False, "triggers": [r["name"] for r in trigs],
            "build": "triggers"}
-    s.fts_report[name] = rep
+    s.fts.report[name] = rep
     if not trigs:
         rep["mode"] = "leave-to-hermes"
         rep["reason"] = "source has no sync trigger for it; never an FTS table without triggers"
@@ -32,10 +61,10 @@ def create_fts(s, name, trigs):
             out.execute(r["sql"])
         if name + "_config" in schema_names(out, "table"):
             cfg = keep_fts_config(s, out, name, fts_config_rows(out, name + "_config"))
-            s.fts_config_expected[name] = cfg
+            s.fts.config_expected[name] = cfg
         out.execute("RELEASE fts")
         rep["created"] = True
-        s.fts_created.append(name)
+        s.fts.created.append(name)
     except sqlite3.Error as e:
         out.execute("ROLLBACK TO fts")
         out.execute("RELEASE fts")
@@ -46,8 +75,8 @@ def create_fts(s, name, trigs):
 
 def fts_triggers(s):
     """{FTS table: the triggers that name it}, from the schema rows."""
-    rows = s.schema_rows
-    fts_names = [t.name for t in s.tables.values() if t.virtual]
+    rows = s.schema.schema_rows
+    fts_names = [t.name for t in s.schema.tables.values() if t.virtual]
     if not fts_names:
         return {}
     fts_re = re.compile(r"(?i)(?<![\w$])[\"`\[]?(%s)[\"`\]]?(?![\w$])" % "|".join(
@@ -69,13 +98,13 @@ def trigger_reads(trigs, table):
 
 def tree_bytes(s, names):
     """Bytes the source's pages of these trees take (page scan ownership)."""
-    if s.owner_pages is None:
+    if s.fts.owner_pages is None:
         counts = {}
-        for info in s.classes["pages"].values():
+        for info in s.scan.classes["pages"].values():
             if info["owner"] is not None:
                 counts[info["owner"]] = counts.get(info["owner"], 0) + 1
-        s.owner_pages = counts
-    return sum(s.owner_pages.get(n, 0) for n in names) * s.reader.page_size
+        s.fts.owner_pages = counts
+    return sum(s.fts.owner_pages.get(n, 0) for n in names) * s.image.reader.page_size
 
 
 def fts_prepare(s, name, trigs, est_bytes=None):
@@ -84,12 +113,12 @@ def fts_prepare(s, name, trigs, est_bytes=None):
 
     Returns (job, None), or (None, why) when the scratch build cannot be used (the
     caller then falls back to the triggers-during-the-load path)."""
-    ft = s.tables[name]
+    ft = s.schema.tables[name]
     on = []
     for r in trigs:
         tn = r.get("tbl_name")
-        t = s.tables.get(tn)
-        if t is None or tn not in s.states or t.without_rowid:
+        t = s.schema.tables.get(tn)
+        if t is None or tn not in s.schema.states or t.without_rowid:
             return None, "trigger %s is on %r, not a salvaged rowid table" % (r["name"], tn)
         if tn not in on:
             on.append(tn)
@@ -99,30 +128,27 @@ def fts_prepare(s, name, trigs, est_bytes=None):
     # too, with their salvaged rows, loaded first so the triggers decide as in the output
     reads = [tn for tn in order if tn not in on and trigger_reads(trigs, tn)]
     for tn in reads:
-        if s.tables[tn].without_rowid:
+        if s.schema.tables[tn].without_rowid:
             return None, "the triggers read %r, a WITHOUT ROWID table" % tn
     on = reads + on
     if est_bytes is None:
-        shadows_src = [t.name for t in s.tables.values() if t.shadow_of == name]
+        shadows_src = [t.name for t in s.schema.tables.values() if t.shadow_of == name]
         est = tree_bytes(s, on + shadows_src)
     else:
         est = est_bytes
     try:
-        st = os.statvfs(os.path.dirname(s.output))
+        st = os.statvfs(os.path.dirname(s.args.output))
         free = st.f_bavail * st.f_frsize
     except (OSError, AttributeError):
         free = None
-    reserved = sum(j.est_bytes for j in s.fts_jobs)
+    reserved = sum(j.est_bytes for j in s.fts.jobs)
     need = s.report["image"]["size"] + int(1.5 * (reserved + est))
     if free is not None and free < need:
         return None, ("%d MB free beside the output, about %d MB needed with scratch "
                       "databases" % (free >> 20, need >> 20))
     job = _FtsJob(name, trigs, on, est)
-    if not s.tmpdir:
-        s.tmpdir = tempfile.mkdtemp(prefix="fleetops-salvage-",
-                                    dir=os.path.dirname(s.output))
-    s.scratch_n += 1
-    job.path = os.path.join(s.tmpdir, "fts-%d.db" % s.scratch_n)
+    s.fts.scratch_n += 1
+    job.path = os.path.join(s.scratch_dir(), "fts-%d.db" % s.fts.scratch_n)
     con = None
     try:
         con = sqlite3.connect(job.path, isolation_level=None)
@@ -131,7 +157,7 @@ def fts_prepare(s, name, trigs, est_bytes=None):
         con.execute("PRAGMA page_size=65536")
         con.execute("BEGIN")
         for tn in on:
-            con.execute(s.tables[tn].sql)
+            con.execute(s.schema.tables[tn].sql)
         before = schema_names(con)
         con.execute(ft.sql)
         job.shadows = sorted(n for n in schema_names(con, "table") - before if n != name)
@@ -143,13 +169,13 @@ def fts_prepare(s, name, trigs, est_bytes=None):
         con.execute("COMMIT")
         # FTS5 bulk settings: only in the scratch database; its _config table is not
         # copied, so the output keeps the rows its own CREATE VIRTUAL TABLE wrote
-        if (s.fts_build_config and job.config is not None
+        if (s.args.fts_build_config and job.config is not None
                 and re.search(r"(?i)\busing\s+fts5\b", ft.sql)):
             try:
-                for k, v in s.fts_build_config:
+                for k, v in s.args.fts_build_config:
                     con.execute("INSERT INTO %s(%s, rank) VALUES (?, ?)" % (quote_ident(name), quote_ident(name)),
                                 (k, v))
-                job.tweaked = dict(s.fts_build_config)
+                job.tweaked = dict(s.args.fts_build_config)
             except sqlite3.Error as e:
                 job.tweak_error = str(e)
         return job, None
@@ -184,7 +210,7 @@ def run_fts_job(s, job):
                         (file_uri(s.report["image"]["path"], mode="ro", immutable="1"),))
             con.execute("BEGIN")
             for tn in job.on:
-                t = s.tables[tn]
+                t = s.schema.tables[tn]
                 cols = ", ".join(quote_ident(c) for c in t.columns)
                 if t.alias is None:
                     con.execute("INSERT INTO main.%s(rowid, %s) SELECT rowid, %s FROM "
@@ -199,17 +225,17 @@ def run_fts_job(s, job):
             job.seconds = time.monotonic() - t0
             job.cpu_seconds = _thread_cpu() - c0 if c0 is not None else None
             return
-        con.execute("ATTACH DATABASE ? AS fleetops_out", (file_uri(s.tmp_out, mode="ro"),))
+        con.execute("ATTACH DATABASE ? AS fleetops_out", (file_uri(s.dest.tmp_out, mode="ro"),))
         con.execute("BEGIN")
         for i, tn in enumerate(job.on):
-            cols = ", ".join(quote_ident(c) for c in s.tables[tn].columns)
+            cols = ", ".join(quote_ident(c) for c in s.schema.tables[tn].columns)
             con.execute("CREATE TABLE main.fleetops_rows_%d AS SELECT rowid AS fleetops_rowid, "
                         "%s FROM fleetops_out.%s ORDER BY rowid" % (i, cols, quote_ident(tn)))
         con.execute("COMMIT")
         con.execute("DETACH DATABASE fleetops_out")
         con.execute("BEGIN")
         for i, tn in enumerate(job.on):
-            t = s.tables[tn]
+            t = s.schema.tables[tn]
             cols = ", ".join(quote_ident(c) for c in t.columns)
             if t.alias is None:
                 con.execute("INSERT INTO main.%s(rowid, %s) SELECT fleetops_rowid, %s FROM "
@@ -242,12 +268,12 @@ def install_fts(s, job):
         rep["build_config"] = job.tweaked
     if job.tweak_error:
         rep["build_config_error"] = job.tweak_error
-    s.fts_report[name] = rep
+    s.fts.report[name] = rep
     if job.error is None:
         try:
             # its own connection: the one that loads the rows never instantiates the
             # FTS table (its cached index structure would be that of the empty table)
-            out = sqlite3.connect(s.tmp_out, isolation_level=None, timeout=600)
+            out = sqlite3.connect(s.dest.tmp_out, isolation_level=None, timeout=600)
             out.execute("PRAGMA synchronous=OFF")      # as the load: synced at the end
             out.execute("ATTACH DATABASE ? AS fleetops_fts", (job.path,))
         except sqlite3.Error as e:
@@ -258,7 +284,7 @@ def install_fts(s, job):
         try:
             out.execute("BEGIN")
             before = schema_names(out)
-            out.execute(s.tables[name].sql)
+            out.execute(s.schema.tables[name].sql)
             shadows = sorted(n for n in schema_names(out, "table") - before if n != name)
             if shadows != job.shadows:
                 raise sqlite3.DatabaseError("shadow tables differ from the scratch build: "
@@ -274,11 +300,11 @@ def install_fts(s, job):
             cfg = keep_fts_config(s, out, name, job.config)
             out.execute("COMMIT")
             rep["created"] = True
-            s.fts_created.append(name)
+            s.fts.created.append(name)
             if job.from_image and "fts_speculation" in s.report:
                 s.report["fts_speculation"]["tables"].append(name)
             if cfg is not None:
-                s.fts_config_expected[name] = cfg
+                s.fts.config_expected[name] = cfg
         except sqlite3.Error as e:
             out.execute("ROLLBACK")
             job.error = "scratch build not installed: %s" % e

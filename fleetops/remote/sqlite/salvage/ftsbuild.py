@@ -15,8 +15,8 @@ def build_fts(s):
     to be the final rows); each is copied into the output with its triggers as soon as it
     is built, and checked there (fresh connection) while the others are still building."""
     todo = speculate.settle_speculation(s)
-    running = [j for j in s.fts_jobs if j.future is not None]
-    workers = s.fts_workers or fts.cpus()
+    running = [j for j in s.fts.jobs if j.future is not None]
+    workers = s.args.fts_workers or fts.cpus()
     workers = max(1, min(workers, len(todo) + len(running)))
 
     def run(job):
@@ -32,13 +32,13 @@ def build_fts(s):
             os.unlink(job.path)
         except OSError:
             pass
-        if others_running and job.name in s.fts_created:
-            con = sqlite3.connect(s.tmp_out, isolation_level=None, timeout=600)
+        if others_running and job.name in s.fts.created:
+            con = sqlite3.connect(s.dest.tmp_out, isolation_level=None, timeout=600)
             try:
                 ftscheck.fts_check(s, job.name, con)
             finally:
                 con.close()
-            s.fts_checked.add(job.name)
+            s.fts.checked.add(job.name)
 
     s.report["fts_build"] = {"mode": "scratch", "workers": workers}
     if workers == 1 and not running:

@@ -26,7 +26,7 @@ def put_fts_config(con, name, src_rows, ddl_rows, schema="main"):
 
 
 def fts_check(s, name, out):
-    rep = s.fts_report[name]
+    rep = s.fts.report[name]
     out.text_factory = text_or_invalid
     try:
         out.execute("INSERT INTO %s(%s) VALUES('integrity-check')" % (quote_ident(name), quote_ident(name)))
@@ -65,9 +65,9 @@ def keep_fts_config(s, out, name, ddl_rows):
     if ddl_rows is None:
         return None
     src_rows = None
-    if s.src is not None:
+    if s.schema.src is not None:
         try:
-            src_rows = fts_config_rows(s.src, name + "_config")
+            src_rows = fts_config_rows(s.schema.src, name + "_config")
         except sqlite3.Error as e:
             s.notes.append("FTS table %s: the source's settings are unreadable (%s); "
                            "the rebuilt table has its DDL's" % (name, e))
@@ -80,19 +80,19 @@ def fts_config_check(s, name):
     """The output's FTS config rows are exactly those its CREATE VIRTUAL TABLE wrote
     (a scratch build's bulk settings never reach it); a source whose rows differ is
     noted, as the rebuilt table starts from the DDL."""
-    rep = s.fts_report[name]
+    rep = s.fts.report[name]
     cfg = name + "_config"
-    if cfg not in schema_names(s.out, "table"):
+    if cfg not in schema_names(s.dest.out, "table"):
         return True
-    got = fts_config_rows(s.out, cfg)
+    got = fts_config_rows(s.dest.out, cfg)
     rep["config"] = got
     ok = True
-    if name in s.fts_config_expected:
-        ok = got == s.fts_config_expected[name]
+    if name in s.fts.config_expected:
+        ok = got == s.fts.config_expected[name]
         rep["config_preserved"] = ok
-    if s.src is not None:
+    if s.schema.src is not None:
         try:
-            src_rows = fts_config_rows(s.src, cfg)
+            src_rows = fts_config_rows(s.schema.src, cfg)
         except sqlite3.Error:
             src_rows = None
         if src_rows is not None and src_rows != got:

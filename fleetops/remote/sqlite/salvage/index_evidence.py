@@ -17,25 +17,25 @@ HELD = "not in any index"
 def read_copies(s):
     """Every index of every target table with rowids: read by SQLite from the source, or
     from its pages where SQLite cannot read the source (after the page classification)."""
-    s.index_copies = {}
+    s.scan.index_copies = {}
     by_table = {}
-    for r in s.schema_rows:
-        if r["type"] == "index" and r.get("tbl_name") in s.states \
-                and not s.states[r["tbl_name"]].t.without_rowid:
+    for r in s.schema.schema_rows:
+        if r["type"] == "index" and r.get("tbl_name") in s.schema.states \
+                and not s.schema.states[r["tbl_name"]].t.without_rowid:
             by_table.setdefault(r["tbl_name"], []).append(r)
-    mem = _schema_replay(s, by_table) if s.src is None else None
+    mem = _schema_replay(s, by_table) if s.schema.src is None else None
     for name, rows in by_table.items():
         try:
-            if s.src is not None:
-                s.index_copies[name] = indexcopies.read_indexes(s.src, name, rows)
+            if s.schema.src is not None:
+                s.scan.index_copies[name] = indexcopies.read_indexes(s.schema.src, name, rows)
             elif mem is not None:
-                s.index_copies[name] = from_pages(s, mem, name, rows)
+                s.scan.index_copies[name] = from_pages(s, mem, name, rows)
         except sqlite3.Error as e:
             s.notes.append("indexes of %s not read: %s" % (name, e))
     if mem is not None:
         mem.close()
     s.report["index_copies"] = dict((n, [c.as_dict() for c in cs])
-                                    for n, cs in sorted(s.index_copies.items()))
+                                    for n, cs in sorted(s.scan.index_copies.items()))
 
 
 def _schema_replay(s, by_table):
@@ -44,7 +44,7 @@ def _schema_replay(s, by_table):
     mem = sqlite3.connect(":memory:")
     for name in by_table:
         try:
-            mem.execute(s.tables[name].sql)
+            mem.execute(s.schema.tables[name].sql)
         except sqlite3.Error:
             continue
     for rows in by_table.values():
@@ -60,7 +60,7 @@ def _schema_replay(s, by_table):
 def from_pages(s, mem, table, rows):
     """IndexCopy of each index of `table` read from the pages its walk reached."""
     out = []
-    walks = s.classes.get("walks", {})
+    walks = s.scan.classes.get("walks", {})
     for r in rows:
         w = walks.get(r["name"])
         try:
@@ -73,14 +73,14 @@ def from_pages(s, mem, table, rows):
             ic.error = why or "its tree is not an index tree the reader walked"
             out.append(ic)
             continue
-        out.append(indexcopies.read_index_pages(s.reader, w, table, r["name"], cols, partial))
+        out.append(indexcopies.read_index_pages(s.image.reader, w, table, r["name"], cols, partial))
     return out
 
 
 def judge_for(s, st):
     """The Judge of st's table over the keys the walk and the page scan found (None: no
     index to judge by)."""
-    copies = getattr(s, "index_copies", {}).get(st.t.name)
+    copies = s.scan.index_copies.get(st.t.name)
     if not copies:
         return None
     return indexcopies.Judge(copies, st.t.columns,
@@ -90,7 +90,7 @@ def judge_for(s, st):
 def vouch_for_orphan(s, st, recs):
     """True when an orphan leaf is a live page its tree lost: every record decodes, its key
     is in none of the tree's own leaves, and complete indexes hold it as it reads."""
-    copies = s.index_copies.get(st.t.name)
+    copies = s.scan.index_copies.get(st.t.name)
     if not copies or not recs:
         return False
     judge = indexcopies.Judge(copies, st.t.columns)
@@ -113,13 +113,13 @@ def version_rank(judge, rowid, v):
 
 def judge_saved(s):
     """Each saved row against its table's indexes, in the output (see module docstring)."""
-    for name, st in s.states.items():
+    for name, st in s.schema.states.items():
         judge = judge_for(s, st)
         if judge is None:
             continue
         t = st.t
         cols = ", ".join(quote_ident(c) for c in t.columns)
-        rows = s.out.execute("SELECT rowid, %s FROM %s NOT INDEXED" % (cols, quote_ident(name))
+        rows = s.dest.out.execute("SELECT rowid, %s FROM %s NOT INDEXED" % (cols, quote_ident(name))
                              ).fetchall()
         repaired = set((x["rowid"], x["column"]) for x in st.repaired)
         held = []
@@ -151,20 +151,20 @@ def hold_back(s, st, held):
     as held back (a deleted or superseded row), not as lost."""
     if not held:
         return
-    s.out.execute("BEGIN")
+    s.dest.out.execute("BEGIN")
     for rowid, values, indexes in held:
         v = next((x for x in st.keys.get(rowid, {}).values() if x.values == values), None)
         n = v.instances if v is not None else 1
         st.identified -= n          # a held-back row is neither saved nor lost
         st.duplicates -= n - 1
-        s.out.execute("DELETE FROM %s WHERE rowid = ?" % quote_ident(st.t.name), (rowid,))
+        s.dest.out.execute("DELETE FROM %s WHERE rowid = ?" % quote_ident(st.t.name), (rowid,))
         walk.quarantine(s, st.t.name, rowid, values,
                         "held back: key %s is in none of the indexes of %s (%s): a deleted "
                         "or superseded row on a stale page"
                         % (rowid, st.t.name, ", ".join(indexes)), count=False)
-    s.out.execute("COMMIT")
+    s.dest.out.execute("COMMIT")
     st.held_back[HELD] = st.held_back.get(HELD, 0) + len(held)
     st.index_held = [h[0] for h in held]
-    hb = s.held_back
+    hb = s.scan.held_back
     hb["rows"] += len(held)
     hb["by_reason"][HELD] = hb["by_reason"].get(HELD, 0) + len(held)

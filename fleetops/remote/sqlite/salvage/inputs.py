@@ -5,58 +5,58 @@ import mmap
 import os
 import shutil
 import sqlite3
-import tempfile
 
 from fleetops.remote.host.durable import sha256_file
 from fleetops.remote.sqlite.fileformat.errors import FormatError
 from fleetops.remote.sqlite.fileformat.header import infer_header, parse_header
 from fleetops.remote.sqlite.fileformat.reader import SQLiteFile
 from fleetops.remote.sqlite.fileformat.wal import apply_wal
+from fleetops.remote.sqlite.salvage.sqlutil import file_fingerprints
 from fleetops.remote.sqlite.salvage.state import SalvageInputError
 
 
 def discard_output(s):
     """Close and remove the temporary output of a failed run (the source is untouched)."""
-    out = s.out
+    out = s.dest.out
     if out is not None:
         try:
             out.close()
         except sqlite3.Error:
             pass
-    tmp = s.tmp_out
+    tmp = s.dest.tmp_out
     for suffix in ("", "-wal", "-shm", "-journal"):
         if tmp and os.path.exists(tmp + suffix):
             os.unlink(tmp + suffix)
 
 
 def check_inputs(s):
-    if not os.path.isfile(s.source):
-        raise SalvageInputError("source %s is not a file" % s.source)
-    if os.path.exists(s.output):
-        raise SalvageInputError("output %s already exists; salvage never overwrites" % s.output)
-    if not os.path.isdir(os.path.dirname(s.output)):
-        raise SalvageInputError("output directory %s does not exist" % os.path.dirname(s.output))
-    if os.path.realpath(s.source) == os.path.realpath(s.output):
+    if not os.path.isfile(s.args.source):
+        raise SalvageInputError("source %s is not a file" % s.args.source)
+    if os.path.exists(s.args.output):
+        raise SalvageInputError("output %s already exists; salvage never overwrites" % s.args.output)
+    if not os.path.isdir(os.path.dirname(s.args.output)):
+        raise SalvageInputError("output directory %s does not exist" % os.path.dirname(s.args.output))
+    if os.path.realpath(s.args.source) == os.path.realpath(s.args.output):
         raise SalvageInputError("output must differ from source")
-    if s.schema_from and not os.path.isfile(s.schema_from):
-        raise SalvageInputError("schema_from %s is not a file" % s.schema_from)
-    with open(s.source, "rb") as fh:
+    if s.args.schema_from and not os.path.isfile(s.args.schema_from):
+        raise SalvageInputError("schema_from %s is not a file" % s.args.schema_from)
+    with open(s.args.source, "rb") as fh:
         head = fh.read(100)
-    s.inferred_header = None
+    s.image.inferred_header = None
     try:
         parse_header(head)
     except FormatError as e:
         try:
-            with open(s.source, "rb") as fh:
+            with open(s.args.source, "rb") as fh:
                 size = os.fstat(fh.fileno()).st_size
                 mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
                 try:
-                    s.inferred_header = infer_header(mm)
+                    s.image.inferred_header = infer_header(mm)
                 finally:
                     if size:
                         mm.close()
         except FormatError as e2:
-            if not s.schema_from:
+            if not s.args.schema_from:
                 raise SalvageInputError("source is not a SQLite database (%s) and its header "
                                         "cannot be inferred (%s); a damaged header needs "
                                         "schema_from" % (e, e2)) from e2
@@ -64,24 +64,22 @@ def check_inputs(s):
 
 def make_image(s):
     """A consistent, private-or-immutable view of the source; never writes it."""
-    wal = s.source + "-wal"
+    wal = s.args.source + "-wal"
     info = {"wal_present": os.path.exists(wal), "wal_applied": None}
-    journal = s.source + "-journal"
+    journal = s.args.source + "-journal"
     if os.path.exists(journal) and os.path.getsize(journal) > 0:
         s.notes.append("a rollback journal is present and was NOT applied "
                        "(immutable read of the main file)")
     has_wal = info["wal_present"] and os.path.getsize(wal) > 0
-    if has_wal or s.inferred_header:
-        s.tmpdir = tempfile.mkdtemp(prefix="fleetops-salvage-",
-                                    dir=os.path.dirname(s.output))
-        image = os.path.join(s.tmpdir, "image.db")
-        shutil.copyfile(s.source, image)
-    if s.inferred_header:
+    if has_wal or s.image.inferred_header:
+        image = os.path.join(s.scratch_dir(), "image.db")
+        shutil.copyfile(s.args.source, image)
+    if s.image.inferred_header:
         # the private copy gets the inferred header, so SQLite can read it too
-        hdr, fields = s.inferred_header
+        hdr, fields = s.image.inferred_header
         with open(image, "r+b") as fh:
             fh.write(hdr)
-        s.header_inferred = list(fields)
+        s.image.header_inferred = list(fields)
         info["header_inferred"] = list(fields)
         s.notes.append("damaged file header: inferred %s from the pages (private copy)"
                        % ", ".join(fields))
@@ -104,15 +102,15 @@ def make_image(s):
             s.notes.append("WAL holds %d stale frames of an earlier generation after its "
                            "%d valid ones (left by a WAL restart: normal), ignored"
                            % (wa["stale_frames"], wa["frames_valid"]))
-    if has_wal or s.inferred_header:
+    if has_wal or s.image.inferred_header:
         info["copied"] = True
     else:
-        image = s.source
+        image = s.args.source
         info["copied"] = False
     info["path"] = image
     info["size"] = os.path.getsize(image)
-    if not info["copied"] and s.source_before.get("db", {}).get("size") == info["size"]:
-        info["sha256"] = s.source_before["db"]["sha256"]    # the same file, just hashed
+    if not info["copied"] and s.image.source_before.get("db", {}).get("size") == info["size"]:
+        info["sha256"] = s.image.source_before["db"]["sha256"]    # the same file, just hashed
     else:
         info["sha256"] = sha256_file(image)
     return image, info
@@ -170,3 +168,37 @@ def open_reader(image, fallback_header=None):
     rd = SQLiteFile(data=bytes(data))
     rd.header_from = "schema_from"
     return rd
+
+
+def fingerprint_source(s):
+    """The source files' fingerprints at the start (compared with theirs at the end)."""
+    s.image.source_before = file_fingerprints(s.args.source)
+    return s.image.source_before
+
+
+def read_header(s, image):
+    """The image's reader and header: which header fields are not the source's own, and the
+    format the output keeps (page size, encoding, journal mode, ...)."""
+    fallback = None
+    if s.args.schema_from:
+        with open(s.args.schema_from, "rb") as fh:
+            fallback = fh.read(100)
+    s.image.reader = open_reader(image, fallback)
+    if getattr(s.image.reader, "header_from", None) == "schema_from":
+        s.image.header_inferred = ["freelist_trunk", "freelist_count", "header (schema_from's)"]
+    s.report["header"] = s.image.reader.header.as_dict()
+    h = s.image.reader.header
+    if (h.freelist_trunk > s.image.reader.page_count or h.freelist_count > s.image.reader.page_count
+            ) and "freelist_trunk" not in s.image.header_inferred:
+        # pointing outside the file: not the freelist's, whatever the rest says
+        s.image.header_inferred += ["freelist_trunk", "freelist_count"]
+        s.notes.append("header freelist fields point outside the file (trunk %d, count "
+                       "%d): free pages found from the pages instead"
+                       % (h.freelist_trunk, h.freelist_count))
+    s.report["header_inferred"] = list(s.image.header_inferred)
+    s.image.keep = source_format(image, s.image.reader.header, s.report["image"], s.image.header_inferred,
+                                 fallback)
+    s.report["source_format"] = s.image.keep
+    if not s.image.keep["journal_mode_known"]:
+        s.notes.append("the source's journal mode is lost with its header (no -wal, no "
+                       "schema_from): the output is in DELETE mode")

@@ -31,5 +31,5 @@ class Rules(object):
 
 def load_order(s):
     """The target tables in the order their rows go in: the rules' repair_order first."""
-    names = list(s.states)
-    return [n for n in s.rules.repair_order if n in names] + [n for n in names if n not in s.rules.repair_order]
+    names = list(s.schema.states)
+    return [n for n in s.args.rules.repair_order if n in names] + [n for n in names if n not in s.args.rules.repair_order]

@@ -20,17 +20,17 @@ from fleetops.remote.sqlite.salvage.sqlutil import content_key
 def page_scan(s):
     """Classify every page, decode every table leaf of a target tree or orphaned."""
     roots = {1: "sqlite_schema"}
-    for r in s.schema_rows:
+    for r in s.schema.schema_rows:
         if r.get("rootpage") and r["rootpage"] > 1:
             roots[r["rootpage"]] = r["name"]
-    cls = s.reader.classify_pages(roots)
-    s.classes = cls
+    cls = s.image.reader.classify_pages(roots)
+    s.scan.classes = cls
     t0 = time.monotonic()
     index_evidence.read_copies(s)
     s.tick("index_read", t0)
-    rd = s.reader
-    freelist, s.free_evidence = _free_pages(rd, cls, s.header_inferred)
-    s.free_set = freelist
+    rd = s.image.reader
+    freelist, s.scan.free_evidence = _free_pages(rd, cls, s.image.header_inferred)
+    s.scan.free_set = freelist
     counts = {}
     for info in cls["pages"].values():
         counts[info["kind"]] = counts.get(info["kind"], 0) + 1
@@ -39,7 +39,7 @@ def page_scan(s):
                          "freelist_errors": cls["freelist"]["errors"]}
     mirror_double_refs(s, cls)
     # lineage
-    for name, st in s.states.items():
+    for name, st in s.schema.states.items():
         w = cls["walks"].get(name)
         if w is None:
             continue
@@ -48,10 +48,10 @@ def page_scan(s):
         st.double_refs.extend(w.double_refs)
         for pgno in w.leaves:
             decode_leaf(s, st, pgno)
-    for st in s.states.values():
+    for st in s.schema.states.values():
         foreign_leaves(s, st)
     # orphans and freelist leaves, assigned by shape
-    candidates = [t for t in s.tables.values() if t.columns and not t.without_rowid
+    candidates = [t for t in s.schema.tables.values() if t.columns and not t.without_rowid
                   and not t.virtual]
     schema_t = Table("sqlite_schema", None, 1)
     schema_t.columns = ["type", "name", "tbl_name", "rootpage", "sql"]
@@ -124,20 +124,20 @@ def page_scan(s):
             continue
         orphan_assign.append({"page": pgno, "table": tname, "reason": why,
                               "records": len(recs)})
-        if tname in s.states and hold_back(s, pgno, s.states[tname], recs):
+        if tname in s.schema.states and hold_back(s, pgno, s.schema.states[tname], recs):
             orphan_assign[-1]["held_back"] = True
             continue
-        if tname in s.states:
-            st = s.states[tname]
+        if tname in s.schema.states:
+            st = s.schema.states[tname]
             st.orphan_pages.append(pgno)
             add_records(s, st, pgno, recs, shape_check=True)
-        elif tname is None and any(n in s.states for n in tied):
+        elif tname is None and any(n in s.schema.states for n in tied):
             unattributed.append({"page": pgno, "kind": "table-leaf", "reason": why,
                                  "records": len(recs)})
             for c, v in recs:
                 walk.quarantine(s, None, c.rowid, v, "orphan leaf page %d: %s" % (pgno, why),
                                  page=pgno)
-    s.unattributed = unattributed
+    s.scan.unattributed = unattributed
     s.report["orphan_leaf_pages"] = orphan_assign
     s.report["unattributed_pages"] = unattributed
     nfl = 0
@@ -146,9 +146,9 @@ def page_scan(s):
             if v is None and c.rowid is None:
                 continue
             nfl += 1
-            if tname in s.states:
-                s.states[tname].freelist_records += 1
-            if s.quarantine_freelist:
+            if tname in s.schema.states:
+                s.schema.states[tname].freelist_records += 1
+            if s.args.quarantine_freelist:
                 walk.quarantine(s, tname, c.rowid, v, "deleted row on freelist page %d "
                                  "(not restored)%s" % (pgno, "" if v is not None else
                                                        ", undecodable: " + str(c.error)),
@@ -157,9 +157,9 @@ def page_scan(s):
                             "leaves": len(cls["freelist"]["leaves"]),
                             "records_on_freelist": nfl,
                             "restored": 0,
-                            "quarantined": nfl if s.quarantine_freelist else 0,
-                            "evidence": s.free_evidence}
-    s.report["held_back"] = s.held_back
+                            "quarantined": nfl if s.args.quarantine_freelist else 0,
+                            "evidence": s.scan.free_evidence}
+    s.report["held_back"] = s.scan.held_back
 
 
 def hold_back(s, pgno, st, recs):
@@ -180,14 +180,14 @@ def hold_back(s, pgno, st, recs):
         why = ("orphan leaf page %d: the tree of %s lost no page over its keys %s..%s; a "
                "former page (freed or superseded), not restored"
                % (pgno, st.t.name, min(keys) if keys else None, max(keys) if keys else None))
-    elif not s.free_evidence["complete"] and pgno not in interior_children(s):
+    elif not s.scan.free_evidence["complete"] and pgno not in interior_children(s):
         kind = "free pages unknown"
         why = ("orphan leaf page %d may be a former free page: the free pages are not all "
                "known (%s) and no interior page points at it; not restored"
-               % (pgno, "; ".join(s.free_evidence["incomplete_because"]) or "?"))
+               % (pgno, "; ".join(s.scan.free_evidence["incomplete_because"]) or "?"))
     if why is None:
         return False
-    hb = s.held_back
+    hb = s.scan.held_back
     hb["pages"] += 1
     hb["rows"] += len(recs)
     hb["by_reason"][kind] = hb["by_reason"].get(kind, 0) + len(recs)
@@ -201,7 +201,7 @@ def hold_back(s, pgno, st, recs):
 def tree_holes(s, st):
     """Key ranges (lo exclusive, hi inclusive; None unbounded) where the tree of a table
     may have lost live pages."""
-    w = s.classes["walks"].get(st.t.name)
+    w = s.scan.classes["walks"].get(st.t.name)
     if w is None or not st.t.rootpage:
         return [(None, None)]           # root unknown: anything may be lost
     out = [(i.get("key_lo"), i.get("key_hi")) for i in w.bad_pages.values()]
@@ -213,17 +213,17 @@ def tree_holes(s, st):
 
 def interior_children(s):
     """Pages some readable, not free, table interior page points at."""
-    if s.interior_children is None:
+    if s.scan.interior_children is None:
         kids = set()
-        for pgno, info in s.classes["pages"].items():
-            if info["kind"] != "table-interior" or pgno in s.free_set:
+        for pgno, info in s.scan.classes["pages"].items():
+            if info["kind"] != "table-interior" or pgno in s.scan.free_set:
                 continue
             try:
-                kids.update(s.reader.children(s.reader.btree_page(pgno)))
+                kids.update(s.image.reader.children(s.image.reader.btree_page(pgno)))
             except FormatError:
                 continue
-        s.interior_children = kids
-    return s.interior_children
+        s.scan.interior_children = kids
+    return s.scan.interior_children
 
 
 def foreign_leaves(s, st):
@@ -231,7 +231,7 @@ def foreign_leaves(s, st):
     not fit): by record shape, either the table's own (decoded as its lineage) or the
     other table's, whose records SQLite's walk will return as this table's rows (noted,
     to tell them from this table's own versions of those keys)."""
-    w = s.classes["walks"].get(st.t.name)
+    w = s.scan.classes["walks"].get(st.t.name)
     if w is None:
         return
     pages = [(d["page"], d.get("first_owner")) for d in w.double_refs
@@ -239,11 +239,11 @@ def foreign_leaves(s, st):
     pages += [(p, None) for p, i in w.bad_pages.items() if i.get("foreign_leaf")]
     for pgno, other in pages:
         try:
-            recs = list(s.reader.leaf_records(pgno))
+            recs = list(s.image.reader.leaf_records(pgno))
         except FormatError:
             continue
         good = [v for c, v in recs if v is not None]
-        cands = [st.t] + [t for t in s.tables.values()
+        cands = [st.t] + [t for t in s.schema.tables.values()
                           if t.columns and not t.without_rowid and not t.virtual
                           and t.name != st.t.name and (other is None or t.name == other)]
         tname, _why, _tied = assign_page(cands, good) if good else (None, None, [])
@@ -269,8 +269,8 @@ def mirror_double_refs(s, cls):
             if first is None or first is w or d.get("mirror"):
                 continue
             try:
-                page = s.reader.btree_page(d["page"])
-                keys = [s.reader.read_cell(page, i, follow_overflow=False).rowid
+                page = s.image.reader.btree_page(d["page"])
+                keys = [s.image.reader.read_cell(page, i, follow_overflow=False).rowid
                         for i in range(page.ncells)] if page.type == TABLE_LEAF else []
             except FormatError:
                 keys = []
@@ -278,11 +278,11 @@ def mirror_double_refs(s, cls):
             first.double_refs.append({
                 "page": d["page"], "parent": None, "first_owner": w.owner, "mirror": True,
                 "key_lo": min(keys) - 1 if keys else None, "key_hi": max(keys) if keys else None})
-            own, other = s.tables.get(first.owner), s.tables.get(w.owner)
+            own, other = s.schema.tables.get(first.owner), s.schema.tables.get(w.owner)
             if keys and own is not None and other is not None and own.columns and other.columns \
                     and d["page"] in first.leaves:
                 try:
-                    good = [v for _c, v in s.reader.leaf_records(d["page"]) if v is not None]
+                    good = [v for _c, v in s.image.reader.leaf_records(d["page"]) if v is not None]
                 except FormatError:
                     continue
                 if good and assign_page([own, other], good)[0] == other.name:
@@ -291,7 +291,7 @@ def mirror_double_refs(s, cls):
 
 def decode_leaf(s, st, pgno):
     try:
-        recs = list(s.reader.leaf_records(pgno))
+        recs = list(s.image.reader.leaf_records(pgno))
     except FormatError as e:
         st.bad_pages[pgno] = {"reason": str(e)}
         return

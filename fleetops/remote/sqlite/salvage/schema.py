@@ -15,23 +15,23 @@ from fleetops.remote.sqlite.salvage.state import SalvageInputError
 
 
 def load_schema(s, image):
-    s.src = None
+    s.schema.src = None
     src_rows = None
     err = None
     try:
-        s.src = sqlite3.connect(file_uri(image, mode="ro", immutable="1"), uri=True)
-        src_rows = load_schema_rows(s.src)
+        s.schema.src = sqlite3.connect(file_uri(image, mode="ro", immutable="1"), uri=True)
+        src_rows = load_schema_rows(s.schema.src)
     except sqlite3.Error as e:
         err = str(e)
-        if s.src:
-            s.src.close()
-        s.src = None
+        if s.schema.src:
+            s.schema.src.close()
+        s.schema.src = None
     s.report["source_schema_error"] = err
     reader_rows = None
     if src_rows is None:
         reader_rows = recover_schema_rows(s)
-    if s.schema_from:
-        hc = sqlite3.connect(file_uri(s.schema_from, mode="ro"), uri=True)
+    if s.args.schema_from:
+        hc = sqlite3.connect(file_uri(s.args.schema_from, mode="ro"), uri=True)
         try:
             ddl_rows = load_schema_rows(hc)
         finally:
@@ -39,36 +39,36 @@ def load_schema(s, image):
         roots = dict((x["name"], x["rootpage"]) for x in (src_rows or reader_rows or []))
         for x in ddl_rows:
             x["rootpage"] = roots.get(x["name"], 0)
-        s.schema_rows = ddl_rows
+        s.schema.schema_rows = ddl_rows
         s.report["schema_source"] = "schema_from"
         if src_rows is None:
             s.notes.append("source schema unreadable by SQLite (%s): DDL from schema_from, "
                            "%d root pages recovered by the page reader"
                            % (err, sum(1 for v in roots.values() if v)))
     elif src_rows is not None:
-        s.schema_rows = src_rows
+        s.schema.schema_rows = src_rows
         s.report["schema_source"] = "source"
     else:
         added = schema_fallback(s, reader_rows or [])
         if not reader_rows and not added:
             raise SalvageInputError("source schema unreadable (%s) and not recognised as a %s; "
-                                    "pass schema_from" % (err, s.rules.recognised_as))
-        s.schema_rows = (reader_rows or []) + added
+                                    "pass schema_from" % (err, s.args.rules.recognised_as))
+        s.schema.schema_rows = (reader_rows or []) + added
         s.report["schema_source"] = "page-reader"
         s.notes.append("schema read by the page reader after SQLite failed: %s" % err)
-    s.tables, problems = build_model(s.schema_rows)
+    s.schema.tables, problems = build_model(s.schema.schema_rows)
     s.notes.extend(problems)
-    s.states = dict((n, TableState(t)) for n, t in s.tables.items() if t.target)
+    s.schema.states = dict((n, TableState(t)) for n, t in s.schema.tables.items() if t.target)
 
 
 def schema_fallback(s, rows):
     """Schema rows for the objects whose DDL the source lost, from the rules' shipped schema of
     the version that made it (root pages unknown: their pages are found by the page scan).
     Reported per object; [] when the version cannot be told."""
-    if s.rules.lost_schema is None:
+    if s.args.rules.lost_schema is None:
         lost, how = None, "no shipped schema to take it from"
     else:
-        lost, how = s.rules.lost_schema(rows, s.reader)
+        lost, how = s.args.rules.lost_schema(rows, s.image.reader)
     rep = s.report["schema_fallback"] = {"used": False, "identified_by": how}
     if lost is None:
         s.notes.append("no fallback schema for the lost DDL: %s" % how)
@@ -90,7 +90,7 @@ def recover_schema_rows(s):
     """sqlite_schema rows when SQLite cannot read them: page 1's tree, then every
     table leaf off the freelist whose records look like schema rows (a damaged
     schema page orphans the others). A name seen with two root pages is dropped."""
-    rd = s.reader
+    rd = s.image.reader
     found = {}
     try:
         for r in rd.schema_rows():

@@ -1,10 +1,29 @@
-"""The one state a salvage run carries from stage to stage: its arguments, what each stage found,
-and the report. Every stage is a function taking it (`s`); a field is written by the stage named
-in its comment and read by the later ones."""
+"""The state a salvage run carries from stage to stage, split so that each part is written by one
+stage (the modules named below) and only read by the later ones:
+
+| part | written by | what |
+|---|---|---|
+| `args` (SalvageArgs, frozen) | nobody after salvage() made it | the arguments |
+| `image` (Image) | inputs | the source's fingerprints, its image, reader and header, the format to keep |
+| `schema` (Schema) | schema | the connection to the image, sqlite_schema rows, tables and their TableStates |
+| `scan` (Scan) | scan, index_evidence (the page scan) | page classes, free pages, unattributed and held-back rows, the indexes' copies |
+| `quarantine` (Quarantine) | walk | the quarantine file and its count |
+| `dest` (Output) | write (verify reopens it: Output.reopen) | the temporary output and its connection |
+| `fts` (Fts) | fts, ftsbuild, ftscheck, speculate (the FTS stage) | the FTS builds, their checks and the speculation from the image |
+
+`report`, `notes` and `durations` are the report: every stage adds its own keys and lines (and
+`tick()`s its time); `scratch_dir()` makes the run's private directory on first use. The rows a
+table gathers (its `model.TableState`) are filled by the scan and the walk and read by write.
+Every stage is a function taking the state (`s`); tests/unit/remote/sqlite/test_salvage_state.py
+reads the stages' assignments and holds each part to its writers (`WRITERS`)."""
+from __future__ import annotations
+
 import os
+import sqlite3
 import time
+import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from fleetops.remote.sqlite.salvage.rules import Rules
 
@@ -32,11 +51,11 @@ class SalvageError(Exception):
     """The salvage itself failed part way (CLI exit 2); no output and no temporary file left."""
 
 
-@dataclass
-class SalvageState:
-    # ---- the arguments (salvage())
-    source: str                     # the damaged database (made absolute); never written
-    output: str                     # the new database (absolute); must not exist
+@dataclass(frozen=True)
+class SalvageArgs:
+    """The arguments (salvage()), paths made absolute; never written."""
+    source: str                     # the damaged database; never written
+    output: str                     # the new database; must not exist
     fts: str = "rebuild"            # "rebuild" the FTS tables, or "leave-to-hermes" (left to the application)
     schema_from: Optional[str] = None   # a healthy file of the same application: DDL (and header) fallback
     quarantine_freelist: bool = False   # also quarantine rows found on free pages (else held back, counted)
@@ -48,64 +67,126 @@ class SalvageState:
     fts_speculate: bool = True      # may FTS builds start from the image before the rows are final
     rules: Rules = field(default_factory=Rules)  # what the application knows (repairs, lost schema)
 
-    # ---- derived at the start
-    quarantine_path: str = field(init=False)    # <output>.quarantine.jsonl: rows not saved, with reasons
-    report: dict = field(init=False, default_factory=dict)      # the report, filled by every stage
-    notes: list = field(init=False, default_factory=list)       # report lines: what was done and why
-    durations: dict = field(init=False, default_factory=dict)   # seconds per stage (tick())
-    # ---- inputs: the source and its image
-    source_before: dict = field(init=False, default_factory=dict)  # source files' fingerprints at the start
-    inferred_header: Any = field(init=False, default=None)  # header inferred from the pages when the source's is bad
-    tmpdir: Optional[str] = field(init=False, default=None)  # private scratch directory (image copy, FTS builds)
-    reader: Any = field(init=False, default=None)   # fileformat reader over the image
-    header_inferred: list = field(init=False, default_factory=list)  # header fields not taken from the source
-    keep: dict = field(init=False, default_factory=dict)   # the source's format to keep (page size, journal mode...)
-    # ---- schema
-    src: Any = field(init=False, default=None)      # sqlite3 connection to the image (None: SQLite cannot open it)
-    schema_rows: list = field(init=False, default_factory=list)  # sqlite_schema rows used (source, schema_from, pages)
-    tables: dict = field(init=False, default_factory=dict)   # name -> model.Table
-    states: dict = field(init=False, default_factory=dict)   # name -> model.TableState: rows found per table
-    # ---- scan (the page scan)
-    classes: dict = field(init=False, default_factory=dict)  # page number -> page class from the reader
-    free_set: Any = field(init=False, default_factory=set)   # page numbers on the freelist
-    free_evidence: dict = field(init=False, default_factory=dict)  # how the freelist was found, and if complete
-    unattributed: dict = field(init=False, default_factory=dict)   # leaf records no table could claim
-    held_back: dict = field(init=False, default_factory=lambda: {"rows": 0, "pages": 0, "by_reason": {}})
-    interior_children: Optional[set] = field(init=False, default=None)  # child pages of interior pages (cache)
-    # ---- walk and quarantine
-    qfh: Any = field(init=False, default=None)      # the open quarantine file, once a row is quarantined
-    q_count: int = field(init=False, default=0)     # rows quarantined
-    # ---- write
-    tmp_out: Optional[str] = field(init=False, default=None)  # <output>.salvage-tmp until verified and renamed
-    out: Any = field(init=False, default=None)      # sqlite3 connection to tmp_out
-    last_insert_error: Optional[str] = field(init=False, default=None)  # why the last insert_one failed
-    fk_cache: dict = field(init=False, default_factory=dict)   # table -> its NOT NULL foreign keys
-    # ---- FTS build and its speculation
-    fts_report: dict = field(init=False, default_factory=dict)   # FTS table -> how it was built and checked
-    fts_created: list = field(init=False, default_factory=list)  # FTS tables created in the output
-    fts_jobs: list = field(init=False, default_factory=list)     # fts.FtsJob of the scratch builds
-    fts_config_expected: dict = field(init=False, default_factory=dict)  # FTS table -> its _config rows to keep
-    fts_checked: set = field(init=False, default_factory=set)    # FTS tables already checked in the output
-    fts_spec: dict = field(init=False, default_factory=dict)     # FTS table -> a build started from the image
-    fts_spec_state: Optional[str] = field(init=False, default=None)  # None, "running", "stopped" or "used"
-    fts_spec_pool: Any = field(init=False, default=None)  # the thread pool of those builds
-    scratch_n: int = field(init=False, default=0)   # scratch databases made (for their names)
-    owner_pages: Optional[dict] = field(init=False, default=None)  # b-tree name -> its page count (cache)
-    # ---- indexes (indexes.read_copies)
-    index_copies: dict = field(init=False, default_factory=dict)  # table -> [IndexCopy] read from the source
+    @property
+    def quarantine_path(self) -> str:
+        """<output>.quarantine.jsonl: rows not saved, with reasons."""
+        return self.output + ".quarantine.jsonl"
 
-    def __post_init__(self):
-        if self.fts not in ("rebuild", "leave-to-hermes"):
-            raise SalvageInputError("fts must be 'rebuild' or 'leave-to-hermes', not %r" % (self.fts,))
-        if self.fts_build not in FTS_BUILD_MODES:
-            raise SalvageInputError("fts_build must be one of %s, not %r"
-                                    % (FTS_BUILD_MODES, self.fts_build))
-        self.fts_build_config = tuple(self.fts_build_config or ())
-        self.source = os.path.abspath(self.source)
-        self.output = os.path.abspath(self.output)
-        self.schema_from = os.path.abspath(self.schema_from) if self.schema_from else None
-        self.quarantine_path = self.output + ".quarantine.jsonl"
 
-    def tick(self, name, t0):
+@dataclass
+class Image:
+    """The source and its image (inputs)."""
+    source_before: dict = field(default_factory=dict)  # source files' fingerprints at the start
+    inferred_header: Any = None     # header inferred from the pages when the source's is bad
+    reader: Any = None              # fileformat reader over the image
+    header_inferred: List[str] = field(default_factory=list)  # header fields not taken from the source
+    keep: dict = field(default_factory=dict)   # the source's format to keep (page size, journal mode...)
+
+
+@dataclass
+class Schema:
+    """The schema (schema)."""
+    src: Any = None                 # sqlite3 connection to the image (None: SQLite cannot open it)
+    schema_rows: list = field(default_factory=list)  # sqlite_schema rows used (source, schema_from, pages)
+    tables: dict = field(default_factory=dict)   # name -> model.Table
+    states: dict = field(default_factory=dict)   # name -> model.TableState: rows found per table
+
+
+@dataclass
+class Scan:
+    """The page scan (scan) and the source's indexes read as copies of its rows (index_evidence)."""
+    classes: dict = field(default_factory=dict)  # page number -> page class from the reader
+    free_set: Set[int] = field(default_factory=set)   # page numbers on the freelist
+    free_evidence: dict = field(default_factory=dict)  # how the freelist was found, and if complete
+    unattributed: dict = field(default_factory=dict)   # leaf records no table could claim
+    held_back: dict = field(default_factory=lambda: {"rows": 0, "pages": 0, "by_reason": {}})
+    interior_children: Optional[set] = None  # child pages of interior pages (cache)
+    index_copies: dict = field(default_factory=dict)  # table -> [IndexCopy] read from the source
+
+
+@dataclass
+class Quarantine:
+    """The table walk's quarantine (walk)."""
+    qfh: Any = None                 # the open quarantine file, once a row is quarantined
+    q_count: int = 0                # rows quarantined
+
+
+@dataclass
+class Output:
+    """The output being written (write)."""
+    tmp_out: Optional[str] = None   # <output>.salvage-tmp until verified and renamed
+    out: Any = None                 # sqlite3 connection to tmp_out
+    last_insert_error: Optional[str] = None  # why the last insert_one failed
+    fk_cache: dict = field(default_factory=dict)   # table -> its NOT NULL foreign keys
+
+    def reopen(self) -> Any:
+        """A fresh connection to the written file, the old one closed (verify: it sees only what
+        is on disk)."""
+        if self.tmp_out is None:
+            raise SalvageError("no output written yet to reopen")
+        self.out = sqlite3.connect(self.tmp_out, isolation_level=None)
+        return self.out
+
+
+@dataclass
+class Fts:
+    """The FTS build and its speculation (fts, ftsbuild, ftscheck, speculate)."""
+    report: dict = field(default_factory=dict)   # FTS table -> how it was built and checked
+    created: list = field(default_factory=list)  # FTS tables created in the output
+    jobs: list = field(default_factory=list)     # fts.FtsJob of the scratch builds
+    config_expected: dict = field(default_factory=dict)  # FTS table -> its _config rows to keep
+    checked: set = field(default_factory=set)    # FTS tables already checked in the output
+    spec: dict = field(default_factory=dict)     # FTS table -> a build started from the image
+    spec_state: Optional[str] = None  # None, "running", "stopped" or "used"
+    spec_pool: Any = None           # the thread pool of those builds
+    scratch_n: int = 0              # scratch databases made (for their names)
+    owner_pages: Optional[dict] = None  # b-tree name -> its page count (cache)
+
+
+# which stage modules may write each part (the module docstring's table)
+WRITERS: Dict[str, Tuple[str, ...]] = {
+    "args": (), "image": ("inputs",), "schema": ("schema",), "scan": ("scan", "index_evidence"),
+    "quarantine": ("walk",), "dest": ("write",), "fts": ("fts", "ftsbuild", "ftscheck", "speculate"),
+}
+# the report: every stage adds to it
+REPORT = ("report", "notes", "durations")
+
+
+class SalvageState:
+    """One salvage run: its arguments, each stage's part, and the report."""
+
+    def __init__(self, source: str, output: str, fts: str = "rebuild", schema_from: Optional[str] = None,
+                 quarantine_freelist: bool = False, report_path: Optional[str] = None, batch: int = BATCH,
+                 fts_build: str = "scratch", fts_workers: Optional[int] = None,
+                 fts_build_config: Optional[tuple] = FTS5_BUILD_CONFIG, fts_speculate: bool = True,
+                 rules: Optional[Rules] = None) -> None:
+        if fts not in ("rebuild", "leave-to-hermes"):
+            raise SalvageInputError("fts must be 'rebuild' or 'leave-to-hermes', not %r" % (fts,))
+        if fts_build not in FTS_BUILD_MODES:
+            raise SalvageInputError("fts_build must be one of %s, not %r" % (FTS_BUILD_MODES, fts_build))
+        self.args = SalvageArgs(
+            os.path.abspath(source), os.path.abspath(output), fts=fts,
+            schema_from=os.path.abspath(schema_from) if schema_from else None,
+            quarantine_freelist=quarantine_freelist, report_path=report_path, batch=batch,
+            fts_build=fts_build, fts_workers=fts_workers, fts_build_config=tuple(fts_build_config or ()),
+            fts_speculate=fts_speculate, rules=rules if rules is not None else Rules())
+        self.image = Image()
+        self.schema = Schema()
+        self.scan = Scan()
+        self.quarantine = Quarantine()
+        self.dest = Output()
+        self.fts = Fts()
+        self.report: dict = {}      # the report, filled by every stage
+        self.notes: List[str] = []  # report lines: what was done and why
+        self.durations: Dict[str, float] = {}   # seconds per stage (tick())
+        self.tmpdir: Optional[str] = None  # private scratch directory (image copy, FTS builds)
+
+    def scratch_dir(self) -> str:
+        """The run's private scratch directory beside the output, made on first use."""
+        if not self.tmpdir:
+            self.tmpdir = tempfile.mkdtemp(prefix="fleetops-salvage-", dir=os.path.dirname(self.args.output))
+        return self.tmpdir
+
+    def tick(self, name: str, t0: float) -> None:
         """Record how long stage `name` took since monotonic time t0."""
         self.durations[name] = round(time.monotonic() - t0, 3)

@@ -15,21 +15,21 @@ from fleetops.remote.sqlite.sql import quote_ident
 
 
 def verify_and_finish(s):
-    # a fresh connection: verification sees only what is on disk
-    s.out.close()
+    # a fresh connection (below): verification sees only what is on disk
+    s.dest.out.close()
     # the output was written without syncs: start writing it back now, while it is
     # verified, so the durable commit at the end (journal mode WAL) has little left to do
-    flush = threading.Thread(target=fts.fdatasync_path, args=(s.tmp_out,))
+    flush = threading.Thread(target=fts.fdatasync_path, args=(s.dest.tmp_out,))
     flush.daemon = True
     flush.start()
-    out = s.out = sqlite3.connect(s.tmp_out, isolation_level=None)
+    out = s.dest.reopen()
     # the FTS checks (an FTS5 integrity-check takes the write lock, so one at a time, on
     # their own fresh connection) run beside the read-only checks below
-    todo = [n for n in s.fts_created if n not in s.fts_checked]
+    todo = [n for n in s.fts.created if n not in s.fts.checked]
     fts_results = {}
 
     def fts_checks():
-        con = sqlite3.connect(s.tmp_out, isolation_level=None, timeout=600,
+        con = sqlite3.connect(s.dest.tmp_out, isolation_level=None, timeout=600,
                               check_same_thread=False)
         try:
             for n in todo:
@@ -49,7 +49,7 @@ def verify_and_finish(s):
         ver["foreign_key_check"] = [list(r) for r in fk]
         counts_ok = True
         tables_rep = {}
-        for name, st in s.states.items():
+        for name, st in s.schema.states.items():
             saved = one_row(out, "SELECT count(*) FROM %s NOT INDEXED" % quote_ident(name))[0]
             via = one_row(out, "SELECT count(*) FROM %s" % quote_ident(name))[0]
             if saved != via:
@@ -62,18 +62,18 @@ def verify_and_finish(s):
     fts_ok = "error" not in fts_results
     if not fts_ok:
         s.notes.append("FTS checks failed: %s" % fts_results["error"])
-    for name in s.fts_created:
-        rep = s.fts_report[name]
+    for name in s.fts.created:
+        rep = s.fts.report[name]
         fts_ok = (rep.get("integrity_check") == "ok" and rep.get("match_ok") is True
                   and fts_ok)
         fts_ok = fts_config_check(s, name) and fts_ok
     # fts=rebuild promises every FTS table rebuilt: one left out (a tokenizer this SQLite
     # lacks, a failed build) fails the salvage; leaving them to Hermes is the operator's
     # choice (fts=leave-to-hermes), never a fallback reported as fine
-    fts_missing = [] if s.fts != "rebuild" else [
+    fts_missing = [] if s.args.fts != "rebuild" else [
         "FTS table %s not rebuilt (%s); salvage with fts=leave-to-hermes to leave the FTS "
         "tables to Hermes" % (n, rep.get("reason") or "not created")
-        for n, rep in sorted(s.fts_report.items()) if not rep.get("created")]
+        for n, rep in sorted(s.fts.report.items()) if not rep.get("created")]
     ver["fts_not_rebuilt"] = fts_missing
     ver["fts_ok"] = fts_ok = fts_ok and not fts_missing
     schema_ok = ver["schema_objects"]["ok"]
@@ -82,20 +82,20 @@ def verify_and_finish(s):
     r = s.report
     r["verification"] = ver
     r["tables"] = tables_rep
-    r["fts"] = s.fts_report
-    r["quarantined_total"] = s.q_count
+    r["fts"] = s.fts.report
+    r["quarantined_total"] = s.quarantine.q_count
     r["loss_rows"] = sum(x["loss_rows"] for x in tables_rep.values())
     r["lost_known_from_indexes"] = sum(x["lost_known_from_indexes"] for x in tables_rep.values())
     r["identified_rows"] = sum(x["identified"] for x in tables_rep.values())
     r["saved_rows"] = sum(x["saved"] for x in tables_rep.values())
     partial = [n for n, x in tables_rep.items() if x["verdict"] != "complete"]
-    lost_somewhere = s.unattributed and any(scan.tree_holes(s, st) for st in s.states.values())
-    sw = s.classes["walks"].get("sqlite_schema")
-    ddl_lost = (sw is not None and bool(sw.bad_pages or sw.bad_cells) and not s.schema_from
+    lost_somewhere = s.scan.unattributed and any(scan.tree_holes(s, st) for st in s.schema.states.values())
+    sw = s.scan.classes["walks"].get("sqlite_schema")
+    ddl_lost = (sw is not None and bool(sw.bad_pages or sw.bad_cells) and not s.args.schema_from
                 and not s.report.get("schema_fallback", {}).get("used"))
-    if not lost_somewhere and s.unattributed:
+    if not lost_somewhere and s.scan.unattributed:
         s.notes.append("%d unreadable pages belong to no tree, and every table's tree is "
-                       "whole: they held no live rows" % len(s.unattributed))
+                       "whole: they held no live rows" % len(s.scan.unattributed))
     if not ver["ok"]:
         r["verdict"] = "failed"
     elif partial or lost_somewhere or ddl_lost:
@@ -107,7 +107,7 @@ def verify_and_finish(s):
     r["verdict_reasons"] = (["verification failed"] if not ver["ok"] else []) + fts_missing + \
         schema_problems + [
         "table %s is partial" % n for n in partial] + (
-        ["%d unreadable pages could not be attributed to a table" % len(s.unattributed)]
+        ["%d unreadable pages could not be attributed to a table" % len(s.scan.unattributed)]
         if lost_somewhere else []) + (
         ["sqlite_schema lost pages and no schema gives their objects' DDL: tables whose "
          "DDL was there are not salvaged"] if ddl_lost else [])
@@ -116,8 +116,8 @@ def verify_and_finish(s):
     # connection: no open statements); the switch commits with synchronous=FULL
     out.close()
     flush.join()
-    out = sqlite3.connect(s.tmp_out, isolation_level=None)
-    if s.keep["journal_mode"] == "wal":
+    out = sqlite3.connect(s.dest.tmp_out, isolation_level=None)
+    if s.image.keep["journal_mode"] == "wal":
         mode = out.execute("PRAGMA journal_mode=WAL").fetchall()
         ck = out.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
     else:
@@ -127,26 +127,26 @@ def verify_and_finish(s):
     r["output_format"] = _output_format(out, mode)
     out.close()
     r["output_journal_mode"] = r["output_format"]["journal_mode"]
-    kept = dict((k, (s.keep[k], v)) for k, v in r["output_format"].items()
-                if s.keep.get(k) != v)
+    kept = dict((k, (s.image.keep[k], v)) for k, v in r["output_format"].items()
+                if s.image.keep.get(k) != v)
     if kept:
         r["verdict"] = "failed"
         r["verdict_reasons"].append("output differs from the source in %s" % ", ".join(
             "%s (%r, source %r)" % (k, b, a) for k, (a, b) in sorted(kept.items())))
     if ck and ck[0][0]:
         s.notes.append("output checkpoint was blocked: %r" % (ck,))
-    os.chmod(s.tmp_out, 0o600)
+    os.chmod(s.dest.tmp_out, 0o600)
     for suffix in ("-wal", "-shm"):
-        if os.path.exists(s.tmp_out + suffix):
-            if os.path.getsize(s.tmp_out + suffix) and suffix == "-wal":
+        if os.path.exists(s.dest.tmp_out + suffix):
+            if os.path.getsize(s.dest.tmp_out + suffix) and suffix == "-wal":
                 s.notes.append("output WAL not empty after checkpoint")
             else:
-                os.unlink(s.tmp_out + suffix)
-    fsync_file(s.tmp_out)
-    os.rename(s.tmp_out, s.output)
-    fsync_dir(os.path.dirname(os.path.abspath(s.output)))
-    r["output_sha256"] = sha256_file(s.output)
-    r["output_size"] = os.path.getsize(s.output)
+                os.unlink(s.dest.tmp_out + suffix)
+    fsync_file(s.dest.tmp_out)
+    os.rename(s.dest.tmp_out, s.args.output)
+    fsync_dir(os.path.dirname(os.path.abspath(s.args.output)))
+    r["output_sha256"] = sha256_file(s.args.output)
+    r["output_size"] = os.path.getsize(s.args.output)
 
 
 def schema_check(s, out):
@@ -154,12 +154,12 @@ def schema_check(s, out):
     their shadow tables) is in the output with the source's SQL (a shadow table by name: its
     DDL is this SQLite's); left out are only the FTS tables not rebuilt, with their shadow
     tables and triggers, reported on their own."""
-    gone = set(n for n, rep in s.fts_report.items() if not rep.get("created"))
+    gone = set(n for n, rep in s.fts.report.items() if not rep.get("created"))
     skip = set(gone)
     for name, trigs in fts.fts_triggers(s).items():
         if name in gone:
             skip.update(r["name"] for r in trigs)
-    for t in s.tables.values():
+    for t in s.schema.tables.values():
         if t.shadow_of in gone:
             skip.add(t.name)
 
@@ -168,9 +168,9 @@ def schema_check(s, out):
                     if r["sql"] and not r["name"].lower().startswith("sqlite_")
                     and r["name"] not in skip)
 
-    want = objects(s.schema_rows)
+    want = objects(s.schema.schema_rows)
     got = objects(load_schema_rows(out))
-    shadow = set(t.name for t in s.tables.values() if t.shadow_of)
+    shadow = set(t.name for t in s.schema.tables.values() if t.shadow_of)
     # DDL a fallback schema supplied for objects lost with the schema page was not read
     # from the file: one that could not be created is noted (the notes say why), not
     # counted as an object of the source the output lost
@@ -253,14 +253,14 @@ def table_report(s, st, saved, via_index):
 
 
 def write_report(s):
-    tmp = s.report_path + ".tmp"
+    tmp = s.args.report_path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
         json.dump(s.report, fh, indent=2, sort_keys=True, default=json_default)
         fh.flush()
         os.fsync(fh.fileno())
-    os.rename(tmp, s.report_path)
-    fsync_dir(os.path.dirname(os.path.abspath(s.report_path)))
+    os.rename(tmp, s.args.report_path)
+    fsync_dir(os.path.dirname(os.path.abspath(s.args.report_path)))
 
 
 def json_default(o):

@@ -16,14 +16,14 @@ from fleetops.remote.sqlite.sql import quote_ident
 def walk_table(s, st):
     """Copy a table through SQLite by rowid seeks, skipping damaged key ranges."""
     t = st.t
-    if s.src is None or t.without_rowid:
-        if t.without_rowid and s.src is not None:
+    if s.schema.src is None or t.without_rowid:
+        if t.without_rowid and s.schema.src is not None:
             walk_without_rowid(s, st)
         return
     sql = ("SELECT rowid, * FROM %s NOT INDEXED WHERE rowid > ? ORDER BY rowid LIMIT ?"
            % quote_ident(t.name))
     try:
-        probe = s.src.execute("SELECT * FROM %s LIMIT 0" % quote_ident(t.name))
+        probe = s.schema.src.execute("SELECT * FROM %s LIMIT 0" % quote_ident(t.name))
         ncols = len(probe.description)
     except sqlite3.Error as e:
         st.walk_errors.append("table unreadable by SQLite: %s" % e)
@@ -42,8 +42,8 @@ def walk_table(s, st):
         err = None
         hi = last
         try:
-            cur = (s.src.execute(sql_ge, (INT64_MIN, s.batch)) if last is None
-                   else s.src.execute(sql, (last, s.batch)))
+            cur = (s.schema.src.execute(sql_ge, (INT64_MIN, s.args.batch)) if last is None
+                   else s.schema.src.execute(sql, (last, s.args.batch)))
             for row in cur:
                 got += 1
                 rid = row[0]
@@ -57,12 +57,12 @@ def walk_table(s, st):
                     hi = rid
         except sqlite3.DatabaseError as e:
             err = str(e)
-            if "decode" in err and s.src.text_factory is not text_or_invalid:
+            if "decode" in err and s.schema.src.text_factory is not text_or_invalid:
                 # text that is not valid UTF-8: read it as the bytes it is, from here on
-                s.src.text_factory = text_or_invalid
+                s.schema.src.text_factory = text_or_invalid
                 continue
         if err is None:
-            if got < s.batch or hi >= INT64_MAX:
+            if got < s.args.batch or hi >= INT64_MAX:
                 break
             last = hi
             resumed = None
@@ -86,11 +86,11 @@ def walk_table(s, st):
             continue
         for _try in (1, 2):
             try:
-                for row in s.src.execute(point, (k,)).fetchall():
+                for row in s.schema.src.execute(point, (k,)).fetchall():
                     st.add(row[0], list(row[1:]), walk=True)
             except sqlite3.DatabaseError as e:
-                if "decode" in str(e) and s.src.text_factory is not text_or_invalid:
-                    s.src.text_factory = text_or_invalid
+                if "decode" in str(e) and s.schema.src.text_factory is not text_or_invalid:
+                    s.schema.src.text_factory = text_or_invalid
                     continue
             break
 
@@ -98,8 +98,8 @@ def walk_table(s, st):
 def readable_from(s, t, rowid):
     try:
         # as far as a batch reads: a seek can succeed where the next step fails
-        s.src.execute("SELECT rowid, * FROM %s NOT INDEXED WHERE rowid >= ? ORDER BY rowid "
-                      "LIMIT ?" % quote_ident(t.name), (rowid, s.batch)).fetchall()
+        s.schema.src.execute("SELECT rowid, * FROM %s NOT INDEXED WHERE rowid >= ? ORDER BY rowid "
+                      "LIMIT ?" % quote_ident(t.name), (rowid, s.args.batch)).fetchall()
         return True
     except sqlite3.DatabaseError:
         return False
@@ -141,30 +141,30 @@ def skip_forward(s, st, known, last):
 def walk_without_rowid(s, st):
     t = st.t
     try:
-        for i, row in enumerate(s.src.execute("SELECT * FROM %s" % quote_ident(t.name))):
+        for i, row in enumerate(s.schema.src.execute("SELECT * FROM %s" % quote_ident(t.name))):
             st.add(("wr", i), list(row), walk=True)
     except sqlite3.DatabaseError as e:
         st.walk_errors.append("WITHOUT ROWID table read stopped: %s" % e)
 
 
 def quarantine(s, table, rowid, values, reason, page=None, raw=None, count=True):
-    if s.qfh is None:
-        fd = os.open(s.quarantine_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        s.qfh = os.fdopen(fd, "w")
-        s.report["quarantine_file"] = s.quarantine_path
+    if s.quarantine.qfh is None:
+        fd = os.open(s.args.quarantine_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        s.quarantine.qfh = os.fdopen(fd, "w")
+        s.report["quarantine_file"] = s.args.quarantine_path
     rec = {"table": table, "rowid": rowid if not isinstance(rowid, tuple) else None,
            "reason": reason, "page": page}
     if values is not None:
-        cols = s.tables[table].columns if table in s.tables else None
+        cols = s.schema.tables[table].columns if table in s.schema.tables else None
         vals = [jsonable(v) for v in values]
         rec["values"] = dict(zip(cols, vals)) if cols and len(cols) == len(vals) else vals
     if raw is not None:
         rec["raw_hex"] = bytes(raw).hex()
-    s.qfh.write(json.dumps(rec, sort_keys=True) + "\n")
+    s.quarantine.qfh.write(json.dumps(rec, sort_keys=True) + "\n")
     if count:
-        s.q_count += 1
-        if table in s.states:
-            st = s.states[table]
+        s.quarantine.q_count += 1
+        if table in s.schema.states:
+            st = s.schema.states[table]
             st.quarantined += 1
             st.quarantined_keys.add(rowid)
             key = reason.split(":")[0]

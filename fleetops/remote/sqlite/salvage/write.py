@@ -16,19 +16,19 @@ from fleetops.remote.sqlite.sql import quote_ident
 
 
 def write_output(s):
-    s.tmp_out = s.output + ".salvage-tmp"
+    s.dest.tmp_out = s.args.output + ".salvage-tmp"
     for suffix in ("", "-wal", "-shm", "-journal"):
-        if os.path.exists(s.tmp_out + suffix):
-            os.unlink(s.tmp_out + suffix)
-    fd = os.open(s.tmp_out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        if os.path.exists(s.dest.tmp_out + suffix):
+            os.unlink(s.dest.tmp_out + suffix)
+    fd = os.open(s.dest.tmp_out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     os.close(fd)
-    out = sqlite3.connect(s.tmp_out, isolation_level=None)
+    out = sqlite3.connect(s.dest.tmp_out, isolation_level=None)
     out.text_factory = text_or_invalid
-    s.out = out
+    s.dest.out = out
     out.execute("PRAGMA foreign_keys=OFF")
     out.execute("PRAGMA journal_mode=DELETE")
     out.execute("PRAGMA synchronous=OFF")
-    keep = s.keep
+    keep = s.image.keep
     # the source's header fields, set before the first table exists (page size, encoding
     # and auto_vacuum cannot change after); checked against the output at the end
     out.execute("PRAGMA page_size=%d" % keep["page_size"])
@@ -37,8 +37,8 @@ def write_output(s):
         out.execute("PRAGMA encoding='%s'" % keep["encoding"])
     out.execute("PRAGMA user_version=%d" % keep["user_version"])
     out.execute("PRAGMA application_id=%d" % keep["application_id"])
-    rows = s.schema_rows
-    tables = s.tables
+    rows = s.schema.schema_rows
+    tables = s.schema.tables
     fts_names = [t.name for t in tables.values() if t.virtual]
     fts_re = re.compile(r"(?i)(?<![\w$])[\"`\[]?(%s)[\"`\]]?(?![\w$])" % "|".join(
         re.escape(n) for n in fts_names)) if fts_names else None
@@ -52,7 +52,7 @@ def write_output(s):
             out.execute(t.sql)
     views = [r for r in rows if r["type"] == "view" and r["sql"]]
     for v in views:
-        if s.fts == "leave-to-hermes" and refs_fts(v["sql"]):
+        if s.args.fts == "leave-to-hermes" and refs_fts(v["sql"]):
             continue
         try:
             out.execute(v["sql"])
@@ -64,42 +64,14 @@ def write_output(s):
     triggers = [r for r in rows if r["type"] == "trigger" and r["sql"]]
     fts_triggers = [r for r in triggers if refs_fts(r["sql"])]
     other_triggers = [r for r in triggers if r not in fts_triggers]
-    s.fts_report = {}
-    s.fts_created = []
-    s.fts_jobs = []
-    s.fts_config_expected = {}
-    s.fts_checked = set()
     out.execute("COMMIT")
-    if s.fts == "rebuild":
-        by_table = fts.fts_triggers(s)
-        for name in fts_names:
-            trigs = by_table[name]
-            job, why = s.fts_spec.get(name), None
-            if job is None and trigs and s.fts_build == "scratch":
-                job, why = fts.fts_prepare(s, name, trigs)
-            if job is not None:
-                # built by its triggers from the final rows, after they are all in
-                s.fts_jobs.append(job)
-                continue
-            # fallback: FTS before the rows, so the source's own triggers index them
-            # one by one as they go in
-            fts.create_fts(s, name, trigs)
-            rep = s.fts_report[name]
-            if why:
-                rep["build"] = "triggers"
-                rep["scratch_unavailable"] = why
-                if rep["created"]:
-                    s.notes.append("FTS table %s: scratch build unavailable (%s); "
-                                   "indexed by its triggers during the load" % (name, why))
-    else:
-        for name in fts_names:
-            s.fts_report[name] = {"mode": "leave-to-hermes", "created": False}
+    fts.plan_builds(s, fts_names)
     out.execute("BEGIN")
     _create_each(s, unique_idx, "index")
     out.execute("COMMIT")
     # rows
     for name in load_order(s):
-        load_table(s, s.states[name])
+        load_table(s, s.schema.states[name])
     apply_repairs(s)
     index_evidence.judge_saved(s)
     fk_fix(s)
@@ -109,7 +81,7 @@ def write_output(s):
     _create_each(s, other_triggers, "trigger")
     out.execute("COMMIT")
     copy_sequence(s)
-    if s.fts_jobs:
+    if s.fts.jobs:
         t = time.monotonic()
         ftsbuild.build_fts(s)
         s.tick("fts_build", t)
@@ -119,7 +91,7 @@ def _create_each(s, rows, kind):
     """Run each schema row's DDL in the output; one that fails is a note, not a failed salvage."""
     for r in rows:
         try:
-            s.out.execute(r["sql"])
+            s.dest.out.execute(r["sql"])
         except sqlite3.Error as e:
             s.notes.append("%s %s not created: %s" % (kind, r["name"], e))
 
@@ -130,11 +102,11 @@ def check_against_copies(s):
     insert trigger computed from the row. A row that every copy holding it contradicts
     has changed since it was written (or all its copies have): flagged as suspect. A copy the row agrees with outvotes one it does not
     (then the index was damaged, and it is rebuilt anyway)."""
-    if s.src is None:
+    if s.schema.src is None:
         return
     votes = {}          # (table, rowid) -> [copies present, copies disagreeing]
     try:
-        s.out.execute("ATTACH DATABASE ? AS fleetops_src",
+        s.dest.out.execute("ATTACH DATABASE ? AS fleetops_src",
                       (file_uri(s.report["image"]["path"], mode="ro", immutable="1"),))
     except sqlite3.Error as e:
         s.notes.append("content not checked against its FTS copies: %s" % e)
@@ -142,22 +114,22 @@ def check_against_copies(s):
     try:
         for name, trigs in fts.fts_triggers(s).items():
             content = name + "_content"
-            if content not in s.tables:
+            if content not in s.schema.tables:
                 continue
             for r in trigs:
                 parsed = fts.trigger_insert(r["sql"], name)
                 tn = r.get("tbl_name")
-                if (parsed is None or tn not in s.states
+                if (parsed is None or tn not in s.schema.states
                         or not re.search(r"(?i)\bAFTER\s+INSERT\b", r["sql"])):
                     continue
                 cols, exprs = parsed
                 vote(s, votes, tn, name, content, cols, exprs)
                 break       # one vote per copy
     finally:
-        s.out.execute("DETACH DATABASE fleetops_src")
+        s.dest.out.execute("DETACH DATABASE fleetops_src")
     for (tn, rowid), (present, against) in sorted(votes.items()):
         if against and against == present:
-            st = s.states[tn]
+            st = s.schema.states[tn]
             st.suspect.setdefault(rowid, []).append(
                 "its content disagrees with %s of its FTS cop%s in the source"
                 % ("the one" if present == 1 else "all %d" % present,
@@ -168,8 +140,8 @@ def vote(s, votes, tn, name, content, cols, exprs):
     """One FTS copy's votes on the rows of table tn (see _check_against_copies)."""
     if cols[0].lower() != "rowid" or len(cols) != len(exprs):
         return
-    m = re.search(r"(?is)\busing\s+fts5\s*\(", s.tables[name].sql or "")
-    args = fts.split_args(s.tables[name].sql[m.end():]) if m else None
+    m = re.search(r"(?is)\busing\s+fts5\s*\(", s.schema.tables[name].sql or "")
+    args = fts.split_args(s.schema.tables[name].sql[m.end():]) if m else None
     if args is None:
         return
     # the declared columns, in order (c0, c1, ... of the content table); options have '='
@@ -183,14 +155,14 @@ def vote(s, votes, tn, name, content, cols, exprs):
     same = " AND ".join("f.%s IS (%s)" % (c, e) for c, e in zip(idx, sub[1:])) or "1"
     sql = ("SELECT m.rowid, (%s) FROM main.%s AS m NOT INDEXED JOIN fleetops_src.%s AS f "
            "ON f.id = (%s) WHERE m.rowid BETWEEN ? AND ?" % (same, quote_ident(tn), quote_ident(content), sub[0]))
-    keys = [r[0] for r in s.out.execute("SELECT rowid FROM main.%s NOT INDEXED ORDER BY rowid"
+    keys = [r[0] for r in s.dest.out.execute("SELECT rowid FROM main.%s NOT INDEXED ORDER BY rowid"
                                         % quote_ident(tn))]
     todo = [keys[i:i + 256] for i in range(0, len(keys), 256)]
     unread = 0
     while todo:
         part = todo.pop()
         try:
-            rows = s.out.execute(sql, (part[0], part[-1])).fetchall()
+            rows = s.dest.out.execute(sql, (part[0], part[-1])).fetchall()
         except sqlite3.Error:
             if len(part) == 1:
                 unread += 1         # this row's copy is on a damaged page
@@ -210,7 +182,7 @@ def vote(s, votes, tn, name, content, cols, exprs):
 def foreign_ranges(s, st):
     """Key ranges where SQLite's walk of this table read a page another tree owns (or a
     leaf whose keys do not fit): rows it returned there may be another table's."""
-    w = s.classes["walks"].get(st.t.name) if hasattr(s, "classes") else None
+    w = s.scan.classes["walks"].get(st.t.name) if hasattr(s, "classes") else None
     if w is None:
         return []
     out = [(d.get("key_lo"), d.get("key_hi")) for d in w.double_refs
@@ -284,7 +256,7 @@ def params(s, t, rowid, v):
 
 def load_table(s, st):
     t = st.t
-    out = s.out
+    out = s.dest.out
     plan = load_plan(s, st)
     cols = list(t.columns)
     if t.alias is None and not t.without_rowid:
@@ -294,8 +266,8 @@ def load_table(s, st):
         sql = "INSERT INTO %s(%s) VALUES (%s)" % (
             quote_ident(t.name), ", ".join(quote_ident(c) for c in cols), ", ".join("?" * len(cols)))
     st.deferred = []
-    for b in range(0, len(plan), s.batch):
-        part = plan[b:b + s.batch]
+    for b in range(0, len(plan), s.args.batch):
+        part = plan[b:b + s.args.batch]
         single = [(rowid, vs[0]) for rowid, vs in part if len(vs) == 1
                   and not vs[0].suspect
                   and not any(isinstance(x, InvalidText) for x in vs[0].values)]
@@ -337,7 +309,7 @@ def insert_versions(s, st, sql, rowid, versions):
                 repairable = repairable or st.deferred.pop()
                 why = "NOT NULL constraint failed: %s.%s" % (t.name, repairable[4])
             else:
-                why = s.last_insert_error
+                why = s.dest.last_insert_error
         failed.append((v, why))
     if chosen is None and repairable is not None:
         st.deferred.append(repairable)
@@ -361,10 +333,10 @@ def missing_parent(s, t, values):
     """Why a row's NOT NULL reference has no parent in the output yet, or None."""
     for ci, ptable, pcol in notnull_fks(s, t):
         val = values[ci]
-        if val is None or ptable not in s.states:
+        if val is None or ptable not in s.schema.states:
             continue
         try:
-            if one_row(s.out, "SELECT 1 FROM %s WHERE %s = ? LIMIT 1"
+            if one_row(s.dest.out, "SELECT 1 FROM %s WHERE %s = ? LIMIT 1"
                     % (quote_ident(ptable), quote_ident(pcol)), (val,)) is None:
                 return "FOREIGN KEY: no %s row with %s = %r" % (ptable, pcol, val)
         except sqlite3.Error:
@@ -373,15 +345,15 @@ def missing_parent(s, t, values):
 
 
 def notnull_fks(s, t):
-    cache = s.fk_cache
+    cache = s.dest.fk_cache
     if t.name not in cache:
         out = []
         try:
-            for f in s.out.execute("PRAGMA foreign_key_list(%s)" % quote_ident(t.name)).fetchall():
+            for f in s.dest.out.execute("PRAGMA foreign_key_list(%s)" % quote_ident(t.name)).fetchall():
                 col, ptable, pcol = f[3], f[2], f[4]
                 if col in t.columns and t.notnull[t.columns.index(col)]:
-                    if pcol is None and ptable in s.tables:
-                        pt = s.tables[ptable]
+                    if pcol is None and ptable in s.schema.tables:
+                        pt = s.schema.tables[ptable]
                         pcol = pt.columns[pt.alias] if pt.alias is not None else "rowid"
                     out.append((t.columns.index(col), ptable, pcol or "rowid"))
         except sqlite3.Error:
@@ -393,27 +365,27 @@ def notnull_fks(s, t):
 def insert_one(s, st, sql, rowid, v, p, quiet=False):
     t = st.t
     try:
-        s.out.execute("SAVEPOINT one")
-        s.out.execute(insert_sql(s, sql, p), p)
-        s.out.execute("RELEASE one")
+        s.dest.out.execute("SAVEPOINT one")
+        s.dest.out.execute(insert_sql(s, sql, p), p)
+        s.dest.out.execute("RELEASE one")
         if any(isinstance(x, InvalidText) for x in p):
             st.invalid_text.append(rowid)
         if v.suspect:
             st.suspect[rowid] = list(v.suspect)
         return True
     except sqlite3.DatabaseError as e:
-        s.out.execute("ROLLBACK TO one")
-        s.out.execute("RELEASE one")
+        s.dest.out.execute("ROLLBACK TO one")
+        s.dest.out.execute("RELEASE one")
         msg = str(e)
         m = re.match(r"NOT NULL constraint failed: [^.]+\.(\S+)", msg)
-        if m and (t.name, m.group(1)) in s.rules.repairs:
+        if m and (t.name, m.group(1)) in s.args.rules.repairs:
             st.deferred.append((rowid, v, p, sql, m.group(1)))
             return False
         if msg.startswith("UNIQUE constraint failed"):
             reason = "%s: kept the first row (lowest key) with this value" % msg
         else:
             reason = msg
-        s.last_insert_error = reason
+        s.dest.last_insert_error = reason
         if not quiet:
             walk.quarantine(s, t.name, rowid, v.values, reason, page=v.first_page)
         return False
@@ -422,13 +394,13 @@ def insert_one(s, st, sql, rowid, v, p, quiet=False):
 def apply_repairs(s):
     """Documented NOT NULL repairs, run once every table is loaded (they read neighbours)."""
     for name in load_order(s):
-        st = s.states[name]
+        st = s.schema.states[name]
         for rowid, v, p, sql, col in getattr(st, "deferred", []):
             t = st.t
-            rule = s.rules.repairs[(t.name, col)]
+            rule = s.args.rules.repairs[(t.name, col)]
             vals = list(v.values)
             try:
-                new, why = rule(s.out, (rowid, vals, t.columns))
+                new, why = rule(s.dest.out, (rowid, vals, t.columns))
             except sqlite3.Error as e:
                 new, why = None, None
                 s.notes.append("repair rule %s.%s failed: %s" % (t.name, col, e))
@@ -440,9 +412,9 @@ def apply_repairs(s):
             vals[ci] = new
             p = list(p)
             p[ci + (len(p) - len(vals))] = new
-            s.out.execute("BEGIN")
+            s.dest.out.execute("BEGIN")
             ok = insert_one(s, st, sql, rowid, Version(vals), p)
-            s.out.execute("COMMIT")
+            s.dest.out.execute("COMMIT")
             if ok:
                 st.repaired.append({"rowid": rowid, "column": col, "value": new, "rule": why})
 
@@ -450,7 +422,7 @@ def apply_repairs(s):
 def fk_fix(s):
     """Foreign keys: a nullable reference to a missing parent becomes NULL (repaired);
     a NOT NULL one (messages.session_id) sends the row to quarantine."""
-    out = s.out
+    out = s.dest.out
     for _ in range(10):
         try:
             bad = out.execute("PRAGMA foreign_key_check").fetchall()
@@ -461,11 +433,11 @@ def fk_fix(s):
             return
         out.execute("BEGIN")
         for table, rowid, parent, fkid in bad:
-            st = s.states.get(table)
+            st = s.schema.states.get(table)
             fks = [f for f in out.execute("PRAGMA foreign_key_list(%s)" % quote_ident(table)).fetchall()
                    if f[0] == fkid]
             from_cols = [f[3] for f in fks]
-            t = s.tables[table]
+            t = s.schema.tables[table]
             row = one_row(out, "SELECT * FROM %s WHERE rowid = ?" % quote_ident(table), (rowid,))
             if row is None:
                 continue
@@ -487,26 +459,26 @@ def fk_fix(s):
 
 
 def copy_sequence(s):
-    if "sqlite_sequence" not in s.tables or s.src is None:
+    if "sqlite_sequence" not in s.schema.tables or s.schema.src is None:
         return
     try:
-        seqs = s.src.execute("SELECT name, seq FROM sqlite_sequence").fetchall()
+        seqs = s.schema.src.execute("SELECT name, seq FROM sqlite_sequence").fetchall()
     except sqlite3.Error as e:
         s.notes.append("sqlite_sequence unreadable: %s" % e)
         return
     try:
-        s.out.execute("BEGIN")
+        s.dest.out.execute("BEGIN")
         for name, seq in seqs:
             if not isinstance(seq, int):
                 continue
-            cur = one_row(s.out, "SELECT seq FROM sqlite_sequence WHERE name = ?",
+            cur = one_row(s.dest.out, "SELECT seq FROM sqlite_sequence WHERE name = ?",
                                    (name,))
             if cur is None:
-                s.out.execute("INSERT INTO sqlite_sequence(name, seq) VALUES (?, ?)",
+                s.dest.out.execute("INSERT INTO sqlite_sequence(name, seq) VALUES (?, ?)",
                               (name, seq))
             elif cur[0] < seq:
-                s.out.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = ?", (seq, name))
-        s.out.execute("COMMIT")
+                s.dest.out.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = ?", (seq, name))
+        s.dest.out.execute("COMMIT")
     except sqlite3.Error as e:
-        s.out.execute("ROLLBACK")
+        s.dest.out.execute("ROLLBACK")
         s.notes.append("sqlite_sequence not copied: %s" % e)
