@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional, Protocol, TypedDict
 
 from fleetops.engine.boolean import boolean
+from fleetops.errors import BadInput
 from fleetops.engine.templating import Templar
 from fleetops.engine.connection.transport import Transport
 
@@ -98,6 +99,18 @@ def flag(value: Any) -> bool:
     """A module's on/off argument as it arrives at run time (a template renders to a string):
     the one boolean rule, with a word it does not know false."""
     return boolean(value, strict=False)
+
+
+def one_of(args: Any, names: tuple, module: str, where: str) -> str:
+    """Which of `names` (an argument and its aliases, ansible-core's `path`/`dest`/`name`) the
+    task gave: exactly one, or BadInput at the task (none) or at the second one's key (two)."""
+    given = [k for k in names if args.get(k) is not None]
+    if not given:
+        raise BadInput(f"module '{module}' needs argument '{names[0]}' (or its alias '{names[1]}')", where=where)
+    if len(given) > 1:
+        kw = args.key_where(given[1]) if hasattr(args, "key_where") else where
+        raise BadInput(f"{module}: '{given[0]}' and '{given[1]}' are the same argument; give one", where=kw)
+    return given[0]
 
 
 def result(changed: bool = False, failed: bool = False, msg: str = "", skipped: bool = False, **extra) -> dict:

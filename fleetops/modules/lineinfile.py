@@ -2,8 +2,7 @@
 ansible.builtin.lineinfile's decisions, `backup`, `create`, `validate` and check mode."""
 from __future__ import annotations
 
-from fleetops.errors import BadInput
-from fleetops.engine.module import Arg, Module, TaskContext
+from fleetops.engine.module import Arg, Module, TaskContext, one_of
 
 PATH_NAMES = ("path", "dest", "name")        # Ansible's aliases of `path`
 
@@ -22,12 +21,7 @@ class LineInFile(Module):
 
     @staticmethod
     def check_static(args: dict, where: str) -> None:
-        given = [k for k in PATH_NAMES if args.get(k) is not None]
-        if not given:
-            raise BadInput("module 'lineinfile' needs argument 'path' (or its alias 'dest')", where=where)
-        if len(given) > 1:
-            kw = args.key_where(given[1]) if hasattr(args, "key_where") else where
-            raise BadInput(f"lineinfile: '{given[0]}' and '{given[1]}' are the same argument; give one", where=kw)
+        one_of(args, PATH_NAMES, "lineinfile", where)
 
     def run(self, ctx: TaskContext, args: dict) -> dict:
         pargs = {k: args.get(k) for k in self.args if k not in PATH_NAMES}

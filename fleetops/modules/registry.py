@@ -28,11 +28,12 @@ from fleetops.modules.shell import Shell
 from fleetops.modules.stat import Stat
 from fleetops.modules.systemd import Systemd, SystemdService
 from fleetops.modules.systemd_user import SystemdUser
+from fleetops.modules.tempfile import TempFile
 from fleetops.modules.template import Template
 from fleetops.modules.wait_for import WaitFor
 
 GENERIC: tuple[type[Module], ...] = (
     Apt, Assert, AsyncStatus, Command, Copy, Cron, Debug, Dnf, Fail, Fetch, File, GroupBy, IncludeVars, LineInFile, Meta,
-    Package, Pause, Ping, Python, Service, SetFact, Setup, GatherFactsTask, Shell, Stat, Systemd, SystemdService, SystemdUser, Template,
+    Package, Pause, Ping, Python, Service, SetFact, Setup, GatherFactsTask, Shell, Stat, Systemd, SystemdService, SystemdUser, TempFile, Template,
     WaitFor,
 )

@@ -15,6 +15,7 @@ PAYLOADS = {
     "copy": "host.copy",
     "template": "host.template",
     "file": "host.file",
+    "tempfile": "host.mktemp",
     "fetch": "host.fetch",
     "wait_for": "host.wait_for",
     "stat": "host.stat",

@@ -3,8 +3,12 @@ from __future__ import annotations
 
 import os
 
+import pytest
 
+from fleetops.errors import BadInput
 from fleetops.extensions import registry
+from fleetops.modules.file import File
+from fleetops.modules.lineinfile import LineInFile
 
 
 def test_registry_has_generic_modules():
@@ -108,3 +112,12 @@ def test_command_argv_quoting_and_creates(run, tmp_path):
     assert rec.results("literal")["h1"]["stdout"] == "$HOME; rm -rf /tmp/x *"
     assert not rec.results("creates")["h1"]["changed"] and not (tmp_path / "should-not").exists()
     assert rec.results("stdin and chdir")["h1"]["stdout_lines"] == ["hello", str(tmp_path)]
+
+
+def test_path_and_its_aliases_exactly_one():
+    for cls in (File, LineInFile):
+        cls.check_static({"dest": "/x"}, "pb.yml:3")
+        with pytest.raises(BadInput, match=f"module '{cls.name}' needs argument 'path'"):
+            cls.check_static({"state": "absent"}, "pb.yml:3")
+        with pytest.raises(BadInput, match=f"{cls.name}: 'path' and 'name' are the same argument"):
+            cls.check_static({"path": "/x", "name": "/y"}, "pb.yml:3")

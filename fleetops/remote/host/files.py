@@ -1,4 +1,4 @@
-"""Host-side file work: the library of the copy, template, file and fetch payloads.
+"""Host-side file work: the library of the copy, template and fetch payloads (and the file payload's defaults and diff).
 
 One payload call per task: the controller sends the wanted state, this decides
 what differs (content by sha256, mode, owner, group), changes it, and says so.
@@ -17,12 +17,7 @@ import time
 
 from fleetops.remote.host.contract import result
 from fleetops.remote.host.durable import fsync_dir
-
-try:  # not on every platform, and not needed when no owner/group is asked for
-    import grp
-    import pwd
-except ImportError:  # pragma: no cover
-    grp = pwd = None  # type: ignore[assignment]
+from fleetops.remote.host.fileattrs import AttrError, gid_of, uid_of
 
 DEFAULT_FILE_MODE = 0o600
 DEFAULT_DIR_MODE = 0o700
@@ -35,11 +30,11 @@ class Fail(Exception):
 
 
 def run(args, step):
-    """One file step (copy, file_state or slurp: step(args, check, want_diff)) as a payload
+    """One file step (copy or slurp: step(args, check, want_diff)) as a payload
     result; the payloads copy, template, file and fetch call it."""
     try:
         return step(args, bool(args.get("_check")), bool(args.get("_diff")))
-    except Fail as e:
+    except (Fail, AttrError) as e:
         return result(failed=True, msg=str(e))
     except OSError as e:
         where = " (%s)" % e.filename if getattr(e, "filename", None) else ""
@@ -64,32 +59,6 @@ def parse_mode(mode):
     if value < 0 or value > 0o7777:
         raise Fail("mode %r is out of range" % (mode,))
     return value
-
-
-def _uid(owner):
-    if owner is None or owner == "":
-        return None
-    if isinstance(owner, int) or str(owner).isdigit():
-        return int(owner)
-    if pwd is None:
-        raise Fail("owner names are not supported on this platform")
-    try:
-        return pwd.getpwnam(str(owner)).pw_uid
-    except KeyError:
-        raise Fail("no such user: %s" % owner) from None
-
-
-def _gid(group):
-    if group is None or group == "":
-        return None
-    if isinstance(group, int) or str(group).isdigit():
-        return int(group)
-    if grp is None:
-        raise Fail("group names are not supported on this platform")
-    try:
-        return grp.getgrnam(str(group)).gr_gid
-    except KeyError:
-        raise Fail("no such group: %s" % group) from None
 
 
 def _attr_changes(st, mode, uid, gid):
@@ -189,7 +158,7 @@ def copy(args, check, want_diff):
     except (ValueError, TypeError):
         raise Fail("content is not valid base64") from None
     mode = parse_mode(args.get("mode"))
-    uid, gid = _uid(args.get("owner")), _gid(args.get("group"))
+    uid, gid = uid_of(args.get("owner")), gid_of(args.get("group"))
 
     make_dir = False
     if dest.endswith("/") or os.path.isdir(dest):
@@ -262,146 +231,6 @@ def copy(args, check, want_diff):
         text = content_diff(dest, old, content) if content_changed else ""
         text += state_diff(dest, _attr_lines(changes, 0), _attr_lines(changes, 1))
         out["diff"] = text
-    return out
-
-
-def _describe(path):
-    """(state, lstat or None) of a path: absent, file, directory, link or other."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return "absent", None
-    if stat.S_ISLNK(st.st_mode):
-        return "link", st
-    if stat.S_ISDIR(st.st_mode):
-        return "directory", st
-    if stat.S_ISREG(st.st_mode):
-        return "file", st
-    return "other", st
-
-
-def _make_dirs(path, mode):
-    """mkdir -p, giving every directory it creates `mode` (umask does not apply)."""
-    missing = []
-    p = path
-    while p and not os.path.exists(p):
-        missing.append(p)
-        p = os.path.dirname(p)
-    for d in reversed(missing):
-        os.mkdir(d, mode)
-        os.chmod(d, mode)
-
-
-def _link(path, have, args, check):
-    """state: link, as ansible-core decides it: a symlink at `path` to `src` (kept as written;
-    relative to the link's directory), replaced atomically when it points elsewhere; a missing
-    src or a regular file at `path` needs force (the file is then replaced by the link); a
-    directory is never replaced."""
-    src = args.get("src")
-    if not src:
-        raise Fail("src is required for state: link")
-    src = os.path.expanduser(os.path.expandvars(str(src)))
-    if any(args.get(k) is not None for k in ("mode", "owner", "group")):
-        raise Fail("mode, owner and group are not supported with state: link (they would change its target)")
-    target = src if os.path.isabs(src) else os.path.join(os.path.dirname(path), src)
-    force = bool(args.get("force"))
-    if not os.path.lexists(target) and not force:
-        raise Fail("src file does not exist, use 'force=yes' if you really want to create the link: %s" % target)
-    if have == "link" and os.readlink(path) == src:
-        return False
-    if have in ("directory", "other") or (have == "file" and not force):
-        raise Fail("refusing to convert from %s to symlink for %s" % (have, path))
-    if not check:
-        tmp = "%s.fleetops-link-%d" % (path, os.getpid())
-        os.symlink(src, tmp)
-        os.rename(tmp, path)          # over an old link (or, with force, a file): never a moment without one
-        fsync_dir(os.path.dirname(path) or ".")
-    return True
-
-
-def file_state(args, check, want_diff):
-    path = os.path.expanduser(os.path.expandvars(str(args.get("path") or "")))
-    if not path:
-        raise Fail("path is required")
-    path = path.rstrip("/") or "/"
-    want = args.get("state") or "file"
-    mode = parse_mode(args.get("mode"))
-    uid, gid = _uid(args.get("owner")), _gid(args.get("group"))
-    have, st = _describe(path)
-    before = [("state", have)]
-    after = [("state", want if want != "touch" else "file")]
-    changes = []
-    changed = False
-
-    if want == "absent":
-        after = [("state", "absent")]
-        if have != "absent":
-            changed = True
-            if have == "directory" and not args.get("force") and os.listdir(path):
-                raise Fail("%s is a directory that is not empty; set force: true to remove it and its contents" % path)
-            if not check:
-                if have == "directory":
-                    if args.get("force"):
-                        shutil.rmtree(path)
-                    else:
-                        os.rmdir(path)
-                else:
-                    os.unlink(path)
-                fsync_dir(os.path.dirname(path))
-    elif want == "directory":
-        if have == "absent":
-            changed = True
-            if not check:
-                _make_dirs(path, DEFAULT_DIR_MODE if mode is None else mode)
-                if uid is not None or gid is not None:
-                    _apply_attrs(path, None, uid, gid)
-        elif have != "directory":
-            raise Fail("%s exists and is a %s, not a directory" % (path, have))
-        else:
-            changes = _attr_changes(st, mode, uid, gid)
-    elif want == "touch":
-        changed = True     # as Ansible: touch updates the timestamps, so it always changes
-        if have == "absent":
-            if not check:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, DEFAULT_FILE_MODE if mode is None else mode)
-                os.close(fd)
-                _apply_attrs(path, DEFAULT_FILE_MODE if mode is None else mode, uid, gid)
-        elif have == "directory":
-            raise Fail("%s is a directory; touch works on files" % path)
-        else:
-            changes = _attr_changes(os.stat(path), mode, uid, gid)
-            if not check:
-                os.utime(path, None)
-    elif want == "file":
-        if have == "absent":
-            raise Fail("%s does not exist (state: file only changes attributes; use touch or copy to create it)" % path)
-        if have == "directory":
-            raise Fail("%s is a directory, not a file" % path)
-        changes = _attr_changes(os.stat(path), mode, uid, gid)
-    elif want == "link":
-        changed = _link(path, have, args, check)
-        after = [("state", "link"), ("src", str(args.get("src")))]
-    else:
-        raise Fail("unknown state %r (directory, absent, touch, file, link)" % (want,))
-
-    if changes:
-        changed = True
-        if not check:
-            _apply_attrs(path, mode, uid, gid)
-    if want_diff:
-        before += _attr_lines(changes, 0)
-        after += _attr_lines(changes, 1)
-    if check and changed:
-        msg = "would change %s to %s" % (path, want)
-    elif changed:
-        msg = "%s is now %s" % (path, want)
-    else:
-        msg = "%s already %s" % (path, want)
-    out = result(changed=changed, msg=msg, path=path, state=want)
-    if want == "link":
-        out.update(dest=path, src=os.path.expanduser(os.path.expandvars(str(args.get("src")))))
-    if want_diff:
-        out["diff"] = state_diff(path, before, after) if changed else ""
     return out
 
 
