@@ -19,6 +19,7 @@ import time
 from typing import cast
 
 import paramiko
+from paramiko.auth_handler import AuthHandler
 from paramiko.common import cMSG_CHANNEL_REQUEST
 from paramiko.message import Message
 
@@ -32,9 +33,30 @@ from fleetops.errors import Unreachable
 # last-resort handler would print them over the terminal view.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
-# known_hosts key type -> host key algorithms that prove possession of that key
+class _SignedAtOnce(AuthHandler):
+    """paramiko's public-key auth, its signed request sent right behind the service request.
+
+    paramiko sends no unsigned query first (OpenSSH's client does, after a `none` request: three
+    round trips); its two are the service request, answered by SERVICE_ACCEPT, and then the
+    signed request. A server reads its packets in order and accepts or disconnects on the
+    service request, so the signed request needs no wait for the accept: one round trip. The
+    request is the one paramiko builds and signs on SERVICE_ACCEPT (the same algorithm choice,
+    agent keys and certificates alike)."""
+
+    def _request_auth(self):
+        super()._request_auth()
+        accept = Message()
+        accept.add_string("ssh-userauth")
+        accept.rewind()
+        super()._parse_service_accept(accept)
+
+    def _parse_service_accept(self, m):
+        """The signed request went with the service request; nothing is left to send."""
+
+
 class _FleetTransport(paramiko.Transport):
-    """paramiko's Transport, its thread waking once a second instead of ten times when idle.
+    """paramiko's Transport, its thread waking once a second instead of ten times when idle, and
+    its public-key auth in one round trip where the key allows it (auth_publickey_at_once).
 
     Each connection's thread polls its socket to check keepalives and whether it was closed;
     a fleet keeps a connection per host open for the whole run, and at a thousand hosts ten
@@ -43,7 +65,23 @@ class _FleetTransport(paramiko.Transport):
 
     _active_check_timeout = 1.0
 
+    def can_auth_at_once(self, key) -> bool:
+        """An RSA key's signature algorithm depends on the server's server-sig-algs (EXT_INFO,
+        which follows NEWKEYS): until paramiko has read it, an RSA key takes the usual path."""
+        return "rsa" not in key.get_name() or "server-sig-algs" in self.server_extensions
 
+    def auth_publickey_at_once(self, username: str, key) -> list:
+        """auth_publickey with the signed request sent without waiting for SERVICE_ACCEPT: the
+        same answer (allowed methods on partial success) and the same exceptions."""
+        if not self.active or not self.initial_kex_done:
+            raise paramiko.SSHException("No existing session")
+        event = threading.Event()
+        self.auth_handler = _SignedAtOnce(self)
+        self.auth_handler.auth_publickey(username, key, event)
+        return self.auth_handler.wait_for_response(event)
+
+
+# known_hosts key type -> host key algorithms that prove possession of that key
 _ALGS_FOR_TYPE = {
     "ssh-rsa": ("rsa-sha2-512", "rsa-sha2-256"),
 }
@@ -253,13 +291,26 @@ class SSHTransport(Transport):
             return keys
         return list(self._agent.get_keys())
 
-    def _auth(self, t: paramiko.Transport) -> None:
+    def _auth(self, t: _FleetTransport) -> None:
+        """Each candidate key in turn, its signed request sent at once (one round trip); once the
+        server refuses such a request, that key again and the rest through paramiko's usual path
+        (a server that wanted the service accepted first), one more try of sshd's MaxAuthTries."""
         user = self.params.user or getpass.getuser()
         tried = []
+        at_once = True
         for label, key in self._candidate_keys():
             tried.append(label)
             try:
-                t.auth_publickey(user, key)
+                if at_once and t.can_auth_at_once(key):
+                    try:
+                        t.auth_publickey_at_once(user, key)
+                    except paramiko.BadAuthenticationType:
+                        raise
+                    except paramiko.AuthenticationException:
+                        at_once = False
+                        t.auth_publickey(user, key)
+                else:
+                    t.auth_publickey(user, key)
             except paramiko.AuthenticationException:
                 continue
             except (paramiko.SSHException, EOFError, OSError) as e:
