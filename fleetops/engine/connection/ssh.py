@@ -99,6 +99,41 @@ def _prefer_aead(t) -> None:
     opts.ciphers = first + tuple(c for c in have if c not in first)
 
 
+class _Spare:
+    """A session channel opened in the background for the command after the running one: its
+    open round trip overlaps that command's instead of preceding the next. sshd opens a
+    session's window only at exec, so a command with stdin still waits one trip for it."""
+
+    def __init__(self, t: paramiko.Transport, timeout: float):
+        self.chan: paramiko.Channel | None = None
+        self._thread = threading.Thread(target=self._open, args=(t, timeout), daemon=True)
+        self._thread.start()
+
+    def _open(self, t: paramiko.Transport, timeout: float) -> None:
+        try:
+            self.chan = t.open_session(timeout=timeout)
+        except (paramiko.SSHException, EOFError, OSError):
+            pass            # the next command opens a channel itself and reports what is wrong
+
+    def take(self, timeout: float) -> paramiko.Channel | None:
+        """The opened channel, or None (it failed, or the server closed it)."""
+        self._thread.join(timeout)
+        chan = self.chan
+        return chan if chan is not None and not chan.closed else None
+
+
+def _channel_request(chan: paramiko.Channel, kind: str, want_reply: bool, arg: str) -> None:
+    """An RFC 4254 channel request with one string argument, sent without waiting for its reply
+    (paramiko's own requests wait for theirs)."""
+    m = Message()
+    m.add_byte(cMSG_CHANNEL_REQUEST)
+    m.add_int(chan.remote_chanid)
+    m.add_string(kind)
+    m.add_boolean(want_reply)
+    m.add_string(arg)
+    chan.transport._send_user_message(m)
+
+
 def parse_jump(spec: str) -> tuple[str | None, str, int]:
     """`[user@]host[:port]` (host may be `[v6]`) -> (user, host, port)."""
     user = None
@@ -125,6 +160,7 @@ class SSHTransport(Transport):
         self._t: paramiko.Transport | None = None
         self._jump: SSHTransport | None = None
         self._agent = None       # kept open while the connection may need agent signatures
+        self._spare: _Spare | None = None     # the next command's channel, opened ahead
         self._lock = threading.RLock()
         self.host_key_name = known_hosts_name(params.address, params.port)
 
@@ -337,11 +373,7 @@ class SSHTransport(Transport):
             t = self._active()
             if timeout is None:
                 timeout = self.params.command_timeout
-            try:
-                chan = t.open_session(timeout=float(self.params.connect_timeout))
-                chan.exec_command(command)
-            except (paramiko.SSHException, EOFError, OSError) as e:
-                raise self._lost(e) from e
+            chan = self._exec(t, command)
             try:
                 return self._collect(t, chan, stdin, timeout, max_output or MAX_STREAM)
             finally:
@@ -354,13 +386,24 @@ class SSHTransport(Transport):
         way); the command's stdin stays open until then, or until the connection goes.
         """
         with self._lock:
-            t = self._active()
-            try:
-                chan = t.open_session(timeout=float(self.params.connect_timeout))
-                chan.exec_command(command)
-            except (paramiko.SSHException, EOFError, OSError) as e:
-                raise self._lost(e) from e
-            return chan
+            return self._exec(self._active(), command)
+
+    def _exec(self, t: paramiko.Transport, command: str) -> paramiko.Channel:
+        """`command` started on a session channel: the spare one opened while the last command ran
+        (else a new one, a round trip), its exec request sent without waiting for the reply (the
+        command's stdin and EOF follow in the same flight; a refusal closes the channel, which the
+        reader reports), and a spare opened for the next command while this one runs."""
+        wait = float(self.params.connect_timeout)
+        spare, self._spare = self._spare, None
+        chan = spare.take(wait) if spare is not None else None
+        try:
+            if chan is None:
+                chan = t.open_session(timeout=wait)
+            _channel_request(chan, "exec", True, command)
+        except (paramiko.SSHException, EOFError, OSError) as e:
+            raise self._lost(e) from e
+        self._spare = _Spare(t, wait)
+        return chan
 
     def collect_held(self, chan: Channel, line: bytes, timeout: float | None, max_output: int | None = None) -> CommandResult:
         """Feed `line` to a channel from start() without closing its stdin, and collect its output
@@ -408,6 +451,8 @@ class SSHTransport(Transport):
             chan.status_event.wait(wait)
         if chan.exit_status == -1 and not t.is_active():
             raise self._lost("the connection dropped while the command ran")
+        if chan.exit_status == -1 and not chan.event_ready:
+            raise Unreachable(f"{self.where}: the host refused to run the command (its exec request was denied)")
         stderr = err.value() + truncation_note("stdout", out) + truncation_note("stderr", err)
         return CommandResult(rc=chan.exit_status, stdout=out.value(), stderr=stderr,
                              stdout_dropped=out.dropped, stderr_dropped=err.dropped)
@@ -433,13 +478,7 @@ class SSHTransport(Transport):
     def _signal(chan, name: str) -> None:
         """RFC 4254 `signal` request (OpenSSH >= 7.9), so a timed-out command does not linger."""
         try:
-            m = Message()
-            m.add_byte(cMSG_CHANNEL_REQUEST)
-            m.add_int(chan.remote_chanid)
-            m.add_string("signal")
-            m.add_boolean(False)
-            m.add_string(name)
-            chan.transport._send_user_message(m)
+            _channel_request(chan, "signal", False, name)
         except Exception:
             pass
 
@@ -463,6 +502,7 @@ class SSHTransport(Transport):
 
     def close(self) -> None:
         with self._lock:
+            self._spare = None                  # its channel goes with the connection
             t, self._t = self._t, None
             if t is not None:
                 try:
