@@ -1,6 +1,11 @@
 """SSH transport on paramiko: one connection per host, reused by every task of a run; each
 command gets its own exec channel.
 
+Hosts are 30-150 ms away, so round trips decide: after the version and key exchange (2), the
+signed public-key request goes at once (1), and a command after the first runs on a channel
+opened while the one before it ran, its exec reply not waited for (1; 2 with stdin, which waits
+for the window sshd opens at exec). tests/lab/engine/connection/test_ssh_round_trips.py counts them.
+
 The host key is checked as OpenSSH's `StrictHostKeyChecking yes` (or `accept-new` with
 --accept-new-host-keys) by hostkeys.py, never by paramiko's AutoAddPolicy; keys and the agent
 come from keys.py.
