@@ -13,111 +13,27 @@ at once (forks = hosts) from cold connections:
 - pyinfra: a deploy file of the same commands as `server.shell` operations, `--parallel` hosts.
 
 Per run it prints wall time, wall time in round trips (wall / RTT), and the round trips the proxy
-saw per host (direction changes of the byte stream / 2, over every connection to that host,
-median over hosts). Never asserts a time.
+(fleetops/lab/delay.py) saw per host, median over hosts: direction changes of the byte stream / 2,
+and the causal depth of the exchange (summed over the host's connections). Never asserts a time.
 
     python3 bench/wan.py [--rtt-ms 10,50,150] [--tasks 5,20] [--hosts 20,200] [--repeats 1]
 """
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import shutil
 import statistics
 import sys
 import tempfile
-import threading
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import (ansible_env, ensure_bench_venv, fleetops_env, lab as make_lab, measured,  # noqa: E402
+from _common import (ROOT, ansible_env, ensure_bench_venv, fleetops_env, lab as make_lab, measured,  # noqa: E402
                      print_versions, rotated)
 
-
-class DelayProxy:
-    """One listener per lab host on 127.0.0.1, each forwarding to the host's sshd with every chunk
-    delayed by `one_way` seconds in each direction; counts direction changes per host."""
-
-    def __init__(self, targets: dict, one_way: float):
-        self.targets = targets                  # host name -> sshd port
-        self.one_way = one_way
-        self.ports: dict = {}                   # host name -> proxy port
-        self.turns: dict = {h: 0 for h in targets}
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self):
-        self._thread.start()
-        self._ready.wait()
-        return self
-
-    def __exit__(self, *exc):
-        asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(timeout=10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
-
-    async def _shutdown(self) -> None:
-        """End every pump still waiting on a connection a tool left open."""
-        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-    def reset_counts(self) -> None:
-        self.turns = {h: 0 for h in self.targets}
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        for host, port in self.targets.items():
-            server = self._loop.run_until_complete(asyncio.start_server(
-                lambda r, w, h=host, p=port: self._serve(h, p, r, w), "127.0.0.1", 0))
-            self.ports[host] = server.sockets[0].getsockname()[1]
-        self._ready.set()
-        self._loop.run_forever()
-
-    async def _serve(self, host, port, client_r, client_w) -> None:
-        try:
-            server_r, server_w = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            client_w.close()
-            return
-        last = {"dir": None}
-        await asyncio.gather(self._pump(host, client_r, server_w, "up", last),
-                             self._pump(host, server_r, client_w, "down", last))
-
-    async def _pump(self, host, reader, writer, direction, last) -> None:
-        queue: asyncio.Queue = asyncio.Queue()
-
-        async def deliver():
-            while True:
-                due, data = await queue.get()
-                delay = due - time.monotonic()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                if data is None:
-                    writer.close()
-                    return
-                writer.write(data)
-                await writer.drain()
-        sender = asyncio.ensure_future(deliver())
-        try:
-            while True:
-                data = await reader.read(65536)
-                if last["dir"] != direction:
-                    last["dir"] = direction
-                    self.turns[host] += 1
-                queue.put_nowait((time.monotonic() + self.one_way, data or None))
-                if not data:
-                    break
-        except (ConnectionError, OSError):
-            queue.put_nowait((time.monotonic() + self.one_way, None))
-        try:
-            await sender
-        except (ConnectionError, OSError):
-            pass
+sys.path.insert(0, ROOT)
+from fleetops.lab.delay import DelayProxy  # noqa: E402
 
 
 def commands(n: int) -> list:
@@ -225,19 +141,21 @@ def main() -> int:
                                 proxy.reset_counts()
                                 r = measured(cmd, env=env(), cwd=work)
                                 trips = statistics.median(proxy.turns.values()) / 2
+                                depth = statistics.median(proxy.trips(h) for h in proxy.targets)
                                 status = "ok" if r["rc"] == 0 else f"FAILED rc {r['rc']}: {(r['out'] + r['err'])[-300:]}"
-                                rows.append((n, rtt, length, name, r["wall"], trips, status))
+                                rows.append((n, rtt, length, name, r["wall"], trips, depth, status))
                                 print(f"{n} hosts, {rtt * 1000:.0f} ms, {length} tasks, {name}: {r['wall']:.2f} s, "
-                                      f"{r['wall'] / rtt:.0f} RTT of wall, {trips:.0f} round trips per host ({status})",
-                                      flush=True)
+                                      f"{r['wall'] / rtt:.0f} RTT of wall, {trips:.0f} round trips per host, "
+                                      f"{depth:.0f} causal ({status})", flush=True)
                     shutil.rmtree(work, ignore_errors=True)
     finally:
         lab.down()
-    print("\n| hosts | RTT | tasks | tool | wall | wall / RTT | round trips per host (proxy) |")
-    print("|---|---|---|---|---|---|---|")
-    for n, rtt, length, name, wall, trips, status in rows:
+    print("\n| hosts | RTT | tasks | tool | wall | wall / RTT | round trips per host (proxy) | causal |")
+    print("|---|---|---|---|---|---|---|---|")
+    for n, rtt, length, name, wall, trips, depth, status in rows:
         mark = "" if status == "ok" else " (failed)"
-        print(f"| {n} | {rtt * 1000:.0f} ms | {length} | {name}{mark} | {wall:.2f} s | {wall / rtt:.0f} | {trips:.0f} |")
+        print(f"| {n} | {rtt * 1000:.0f} ms | {length} | {name}{mark} | {wall:.2f} s | {wall / rtt:.0f} | {trips:.0f} "
+              f"| {depth:.0f} |")
     return 0
 
 

@@ -30,6 +30,9 @@ _.extra_table  # noqa
 integrity_ok  # noqa
 _.ssh_params  # noqa
 _.seed_state_db  # noqa
+DelayProxy  # noqa  (the lab's delay proxy: bench/wan.py, bench/wan_steps.py, the round-trip tests)
+_.reset_counts  # noqa
+_.trips  # noqa
 VERDICTS  # noqa
 index_honesty  # noqa
 encode_varint  # noqa

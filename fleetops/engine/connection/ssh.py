@@ -1,6 +1,11 @@
 """SSH transport on paramiko: one connection per host, reused by every task of a run; each
 command gets its own exec channel.
 
+Hosts are 30-150 ms away, so round trips decide: after the version and key exchange (2), the
+signed public-key request goes at once (1), and a command after the first runs on a channel
+opened while the one before it ran, its exec reply not waited for (1; 2 with stdin, which waits
+for the window sshd opens at exec). tests/lab/engine/connection/test_ssh_round_trips.py counts them.
+
 The host key is checked as OpenSSH's `StrictHostKeyChecking yes` (or `accept-new` with
 --accept-new-host-keys) by hostkeys.py, never by paramiko's AutoAddPolicy; keys and the agent
 come from keys.py.
@@ -19,6 +24,7 @@ import time
 from typing import cast
 
 import paramiko
+from paramiko.auth_handler import AuthHandler
 from paramiko.common import cMSG_CHANNEL_REQUEST
 from paramiko.message import Message
 
@@ -32,9 +38,30 @@ from fleetops.errors import Unreachable
 # last-resort handler would print them over the terminal view.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
-# known_hosts key type -> host key algorithms that prove possession of that key
+class _SignedAtOnce(AuthHandler):
+    """paramiko's public-key auth, its signed request sent right behind the service request.
+
+    paramiko sends no unsigned query first (OpenSSH's client does, after a `none` request: three
+    round trips); its two are the service request, answered by SERVICE_ACCEPT, and then the
+    signed request. A server reads its packets in order and accepts or disconnects on the
+    service request, so the signed request needs no wait for the accept: one round trip. The
+    request is the one paramiko builds and signs on SERVICE_ACCEPT (the same algorithm choice,
+    agent keys and certificates alike)."""
+
+    def _request_auth(self):
+        super()._request_auth()
+        accept = Message()
+        accept.add_string("ssh-userauth")
+        accept.rewind()
+        super()._parse_service_accept(accept)
+
+    def _parse_service_accept(self, m):
+        """The signed request went with the service request; nothing is left to send."""
+
+
 class _FleetTransport(paramiko.Transport):
-    """paramiko's Transport, its thread waking once a second instead of ten times when idle.
+    """paramiko's Transport, its thread waking once a second instead of ten times when idle, and
+    its public-key auth in one round trip where the key allows it (auth_publickey_at_once).
 
     Each connection's thread polls its socket to check keepalives and whether it was closed;
     a fleet keeps a connection per host open for the whole run, and at a thousand hosts ten
@@ -43,7 +70,23 @@ class _FleetTransport(paramiko.Transport):
 
     _active_check_timeout = 1.0
 
+    def can_auth_at_once(self, key) -> bool:
+        """An RSA key's signature algorithm depends on the server's server-sig-algs (EXT_INFO,
+        which follows NEWKEYS): until paramiko has read it, an RSA key takes the usual path."""
+        return "rsa" not in key.get_name() or "server-sig-algs" in self.server_extensions
 
+    def auth_publickey_at_once(self, username: str, key) -> list:
+        """auth_publickey with the signed request sent without waiting for SERVICE_ACCEPT: the
+        same answer (allowed methods on partial success) and the same exceptions."""
+        if not self.active or not self.initial_kex_done:
+            raise paramiko.SSHException("No existing session")
+        event = threading.Event()
+        self.auth_handler = _SignedAtOnce(self)
+        self.auth_handler.auth_publickey(username, key, event)
+        return self.auth_handler.wait_for_response(event)
+
+
+# known_hosts key type -> host key algorithms that prove possession of that key
 _ALGS_FOR_TYPE = {
     "ssh-rsa": ("rsa-sha2-512", "rsa-sha2-256"),
 }
@@ -59,6 +102,41 @@ def _prefer_aead(t) -> None:
     have = tuple(opts.ciphers)
     first = tuple(c for c in _AEAD if c in have)
     opts.ciphers = first + tuple(c for c in have if c not in first)
+
+
+class _Spare:
+    """A session channel opened in the background for the command after the running one: its
+    open round trip overlaps that command's instead of preceding the next. sshd opens a
+    session's window only at exec, so a command with stdin still waits one trip for it."""
+
+    def __init__(self, t: paramiko.Transport, timeout: float):
+        self.chan: paramiko.Channel | None = None
+        self._thread = threading.Thread(target=self._open, args=(t, timeout), daemon=True)
+        self._thread.start()
+
+    def _open(self, t: paramiko.Transport, timeout: float) -> None:
+        try:
+            self.chan = t.open_session(timeout=timeout)
+        except (paramiko.SSHException, EOFError, OSError):
+            pass            # the next command opens a channel itself and reports what is wrong
+
+    def take(self, timeout: float) -> paramiko.Channel | None:
+        """The opened channel, or None (it failed, or the server closed it)."""
+        self._thread.join(timeout)
+        chan = self.chan
+        return chan if chan is not None and not chan.closed else None
+
+
+def _channel_request(chan: paramiko.Channel, kind: str, want_reply: bool, arg: str) -> None:
+    """An RFC 4254 channel request with one string argument, sent without waiting for its reply
+    (paramiko's own requests wait for theirs)."""
+    m = Message()
+    m.add_byte(cMSG_CHANNEL_REQUEST)
+    m.add_int(chan.remote_chanid)
+    m.add_string(kind)
+    m.add_boolean(want_reply)
+    m.add_string(arg)
+    chan.transport._send_user_message(m)
 
 
 def parse_jump(spec: str) -> tuple[str | None, str, int]:
@@ -87,6 +165,7 @@ class SSHTransport(Transport):
         self._t: paramiko.Transport | None = None
         self._jump: SSHTransport | None = None
         self._agent = None       # kept open while the connection may need agent signatures
+        self._spare: _Spare | None = None     # the next command's channel, opened ahead
         self._lock = threading.RLock()
         self.host_key_name = known_hosts_name(params.address, params.port)
 
@@ -253,13 +332,26 @@ class SSHTransport(Transport):
             return keys
         return list(self._agent.get_keys())
 
-    def _auth(self, t: paramiko.Transport) -> None:
+    def _auth(self, t: _FleetTransport) -> None:
+        """Each candidate key in turn, its signed request sent at once (one round trip); once the
+        server refuses such a request, that key again and the rest through paramiko's usual path
+        (a server that wanted the service accepted first), one more try of sshd's MaxAuthTries."""
         user = self.params.user or getpass.getuser()
         tried = []
+        at_once = True
         for label, key in self._candidate_keys():
             tried.append(label)
             try:
-                t.auth_publickey(user, key)
+                if at_once and t.can_auth_at_once(key):
+                    try:
+                        t.auth_publickey_at_once(user, key)
+                    except paramiko.BadAuthenticationType:
+                        raise
+                    except paramiko.AuthenticationException:
+                        at_once = False
+                        t.auth_publickey(user, key)
+                else:
+                    t.auth_publickey(user, key)
             except paramiko.AuthenticationException:
                 continue
             except (paramiko.SSHException, EOFError, OSError) as e:
@@ -286,11 +378,7 @@ class SSHTransport(Transport):
             t = self._active()
             if timeout is None:
                 timeout = self.params.command_timeout
-            try:
-                chan = t.open_session(timeout=float(self.params.connect_timeout))
-                chan.exec_command(command)
-            except (paramiko.SSHException, EOFError, OSError) as e:
-                raise self._lost(e) from e
+            chan = self._exec(t, command)
             try:
                 return self._collect(t, chan, stdin, timeout, max_output or MAX_STREAM)
             finally:
@@ -303,13 +391,24 @@ class SSHTransport(Transport):
         way); the command's stdin stays open until then, or until the connection goes.
         """
         with self._lock:
-            t = self._active()
-            try:
-                chan = t.open_session(timeout=float(self.params.connect_timeout))
-                chan.exec_command(command)
-            except (paramiko.SSHException, EOFError, OSError) as e:
-                raise self._lost(e) from e
-            return chan
+            return self._exec(self._active(), command)
+
+    def _exec(self, t: paramiko.Transport, command: str) -> paramiko.Channel:
+        """`command` started on a session channel: the spare one opened while the last command ran
+        (else a new one, a round trip), its exec request sent without waiting for the reply (the
+        command's stdin and EOF follow in the same flight; a refusal closes the channel, which the
+        reader reports), and a spare opened for the next command while this one runs."""
+        wait = float(self.params.connect_timeout)
+        spare, self._spare = self._spare, None
+        chan = spare.take(wait) if spare is not None else None
+        try:
+            if chan is None:
+                chan = t.open_session(timeout=wait)
+            _channel_request(chan, "exec", True, command)
+        except (paramiko.SSHException, EOFError, OSError) as e:
+            raise self._lost(e) from e
+        self._spare = _Spare(t, wait)
+        return chan
 
     def collect_held(self, chan: Channel, line: bytes, timeout: float | None, max_output: int | None = None) -> CommandResult:
         """Feed `line` to a channel from start() without closing its stdin, and collect its output
@@ -357,6 +456,8 @@ class SSHTransport(Transport):
             chan.status_event.wait(wait)
         if chan.exit_status == -1 and not t.is_active():
             raise self._lost("the connection dropped while the command ran")
+        if chan.exit_status == -1 and not chan.event_ready:
+            raise Unreachable(f"{self.where}: the host refused to run the command (its exec request was denied)")
         stderr = err.value() + truncation_note("stdout", out) + truncation_note("stderr", err)
         return CommandResult(rc=chan.exit_status, stdout=out.value(), stderr=stderr,
                              stdout_dropped=out.dropped, stderr_dropped=err.dropped)
@@ -382,13 +483,7 @@ class SSHTransport(Transport):
     def _signal(chan, name: str) -> None:
         """RFC 4254 `signal` request (OpenSSH >= 7.9), so a timed-out command does not linger."""
         try:
-            m = Message()
-            m.add_byte(cMSG_CHANNEL_REQUEST)
-            m.add_int(chan.remote_chanid)
-            m.add_string("signal")
-            m.add_boolean(False)
-            m.add_string(name)
-            chan.transport._send_user_message(m)
+            _channel_request(chan, "signal", False, name)
         except Exception:
             pass
 
@@ -412,6 +507,7 @@ class SSHTransport(Transport):
 
     def close(self) -> None:
         with self._lock:
+            self._spare = None                  # its channel goes with the connection
             t, self._t = self._t, None
             if t is not None:
                 try:

@@ -19,6 +19,8 @@ from fleetops.engine.connection.keys import check_private_key
 from fleetops.engine.connection.output import Capped
 from fleetops.engine.connection.ssh import SSHTransport
 from fleetops.errors import BadInput, Unreachable
+from tests.support.own_sshd import own_sshd
+from tests.support.ssh_keys import authorized_key, ssh_agent
 
 def _read(path):
     with open(path) as f:
@@ -208,22 +210,8 @@ def test_server_is_asked_for_the_key_type_known_hosts_has(lab, tmp_path):
     rsa = _keygen(tmp_path / "hk_rsa", typ="rsa")
     for p in (ed, rsa):
         os.chmod(p, 0o600)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cfg = tmp_path / "sshd_config"
-    cfg.write_text(_read(h["config"])
-                   .replace(f"Port {h['port']}", f"Port {port}")
-                   .replace(f"HostKey {h['host_key']}", f"HostKey {ed}\nHostKey {rsa}"))
-    proc = subprocess.Popen(["/usr/sbin/sshd", "-D", "-f", str(cfg), "-E", str(tmp_path / "log")])
-    try:
-        for _ in range(200):
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1) as c:
-                    if c.recv(8).startswith(b"SSH-"):
-                        break
-            except OSError:
-                time.sleep(0.05)
+    with own_sshd(h, tmp_path, lambda text: text.replace(f"HostKey {h['host_key']}",
+                                                         f"HostKey {ed}\nHostKey {rsa}")) as port:
         kh = tmp_path / "known_hosts"
         rtyp, rb64 = _read(rsa + ".pub").split()[:2]
         kh.write_text(f"[127.0.0.1]:{port} {rtyp} {rb64}\n")
@@ -238,9 +226,6 @@ def test_server_is_asked_for_the_key_type_known_hosts_has(lab, tmp_path):
         t.connect()
         assert t._t.get_remote_server_key().get_name() == "ssh-ed25519"
         t.close()
-    finally:
-        proc.terminate()
-        proc.wait()
 
 
 def test_private_key_checks(lab, tmp_path, monkeypatch):
@@ -351,19 +336,10 @@ def test_encrypted_key_through_ssh_agent(lab, tmp_path, monkeypatch):
     os.chmod(enc, 0o600)
     subprocess.run(["ssh-keygen", "-q", "-p", "-f", str(enc), "-P", "", "-N", "pass-phrase"], check=True)
     pub = _read(plain + ".pub").strip()
-    ak = os.path.join(h["home"], ".ssh", "authorized_keys")
-    sock = str(tmp_path / "agent.sock")
-    agent = subprocess.Popen(["ssh-agent", "-D", "-a", sock], stdout=subprocess.DEVNULL)
-    try:
-        with open(ak, "a") as f:
-            f.write(pub + "\n")
+    with authorized_key(h, pub), ssh_agent(tmp_path) as sock:
         monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
         with pytest.raises(BadInput, match="encrypted"):
             check_private_key(str(enc))
-        for _ in range(100):
-            if os.path.exists(sock):
-                break
-            time.sleep(0.05)
         monkeypatch.setenv("SSH_AUTH_SOCK", sock)
         subprocess.run(["ssh-add", "-q", plain], check=True, env=dict(os.environ, SSH_AUTH_SOCK=sock),
                        capture_output=True)
@@ -375,12 +351,6 @@ def test_encrypted_key_through_ssh_agent(lab, tmp_path, monkeypatch):
         t = SSHTransport(_params(lab, 6, key_file=None))   # no key file: agent keys are tried
         t.connect()
         t.close()
-    finally:
-        agent.terminate()
-        agent.wait()
-        keep = [line for line in _read(ak).splitlines() if line.strip() != pub]
-        with open(ak, "w") as f:
-            f.write("".join(line + "\n" for line in keep))
 
 
 def test_commands_run_when_descriptors_pass_fd_setsize(lab):
