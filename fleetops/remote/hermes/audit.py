@@ -25,12 +25,15 @@ checks), audit_honesty (table scans against indexes, entry by entry), audit_fts,
 services, gateway pid), audit_backups, audit_verdict (the rules). This file runs them.
 Stdlib only, Python 3.8+ / SQLite 3.31+.
 """
+from __future__ import annotations
+
 import copy
 import os
 import shutil
 import sqlite3
 import time
 import traceback
+from typing import Any, Callable, Dict, Optional, Tuple, cast
 
 from fleetops.remote.host.inputs import flag, number
 from fleetops.remote.hermes import audit_backups
@@ -42,6 +45,7 @@ from fleetops.remote.hermes import audit_integrity
 from fleetops.remote.hermes import audit_open
 from fleetops.remote.hermes import audit_schema
 from fleetops.remote.hermes import audit_verdict
+from fleetops.remote.hermes.audit_schema import FtsSpecs, Objs
 from fleetops.remote.hermes import holders as hermes_holders
 from fleetops.remote.hermes import journal as hermes_journal
 from fleetops.remote.hermes import paths as hermes_paths
@@ -50,7 +54,7 @@ from fleetops.remote.sqlite import pins as sqlite_pins
 from fleetops.remote.sqlite import workers as sqlite_workers
 
 AUDIT_VERSION = 1
-DEFAULTS = {
+DEFAULTS: Dict[str, Any] = {
     "deep": False,
     "quick_check_max": 1000000,
     "backup_max_age_hours": 26,
@@ -70,7 +74,7 @@ DEFAULTS = {
 }
 
 
-def budget(rec, opts):
+def budget(rec: Dict[str, Any], opts: Dict[str, Any]) -> Tuple[bool, Optional[str], Optional[str]]:
     """(covered, walk_skipped, tables_only) for this store: whether quick_check's FTS5 check is
     the FTS evidence, and, on a store over the budget (and not --deep), why the FTS index walk is
     not run and, where quick_check would run FTS5's own check (3.44+: ten times the b-trees'
@@ -90,7 +94,9 @@ def budget(rec, opts):
             "stop at 100 a table (--deep or a larger --budget runs it whole)")
 
 
-def run_checks(rec, conn, connect, token, pins, header, mode, objs, fts, tooling, opts):
+def run_checks(rec: Dict[str, Any], conn: sqlite3.Connection, connect: Callable[[], sqlite3.Connection],
+               token: bytes, pins: sqlite_pins.Pins, header: Dict[str, Any], mode: str, objs: Objs,
+               fts: FtsSpecs, tooling: Dict[str, Any], opts: Dict[str, Any]) -> None:
     """Integrity, index honesty, foreign keys and FTS as units on `jobs` read-only connections
     (one: every unit on `conn`, in order, as one pass would run them), the integrity check on
     a connection of its own.
@@ -109,7 +115,9 @@ def run_checks(rec, conn, connect, token, pins, header, mode, objs, fts, tooling
     owner_of = audit_integrity.PageOwners(pins, header, objs, use_wal=(mode != "immutable"))
     bases = sorted(audit_schema.base_tables(objs), key=lambda x: x["name"])
     jobs = sqlite_workers.jobs_for(opts["jobs"])
-    conns, note, integ_conn = [conn], None, None
+    conns = [conn]
+    note: Optional[str] = None
+    integ_conn: Optional[sqlite3.Connection] = None
     try:
         integ_conn = connect()
         while len(conns) < jobs:
@@ -130,9 +138,9 @@ def run_checks(rec, conn, connect, token, pins, header, mode, objs, fts, tooling
               for o in bases]
     phase1 = [u.name for u in units]
     honesty_units = units[1:]
-    known = {}
+    known: Dict[str, Optional[str]] = {}
 
-    def base_failure():
+    def base_failure() -> Optional[str]:
         if "why" not in known:
             if any(u.figures is None for u in units[:len(phase1)]):
                 return None                     # not known yet: the FTS unit runs
@@ -144,7 +152,9 @@ def run_checks(rec, conn, connect, token, pins, header, mode, objs, fts, tooling
                                             skip=lambda: "base tables damaged" if base_failure() else None,
                                             covered=covered)
     units += fts_list
-    source_cache, after = {}, {}     # FTS tables fed from one base table: one after another, one scan of it
+    # FTS tables fed from one base table: one after another, one scan of it
+    source_cache: Dict[str, Tuple[int, int]] = {}
+    after: Dict[str, Tuple[str, ...]] = {}
     for name in sorted(fts):
         if records[name]["checked"]:
             src = (audit_fts_source.source_of(objs, name) or (name,))[0]
@@ -198,11 +208,11 @@ def run_checks(rec, conn, connect, token, pins, header, mode, objs, fts, tooling
                        "cache_kib_per_connection": int(opts["cache_kib"])}
 
 
-def audit_db(entry, opts, tooling, now):
+def audit_db(entry: Dict[str, Any], opts: Dict[str, Any], tooling: Dict[str, Any], now: float) -> Dict[str, Any]:
     """Every check on one state.db; never raises (a crash becomes the record's `error`)."""
     started = time.time()
     db = entry.get("db")
-    rec = {"profile": entry.get("profile"), "home": entry.get("home"), "db": db, "verdict": None,
+    rec: Dict[str, Any] = {"profile": entry.get("profile"), "home": entry.get("home"), "db": db, "verdict": None,
            "conditions": [], "reasons": [], "warnings": [], "errors_by_object": {}, "errors_total": 0,
            "files": None, "header": None, "open_mode": None, "sqlite": None, "integrity": None,
            "honesty": None, "foreign_keys": None, "fts": None, "fts_triggers": None, "holders": None,
@@ -216,7 +226,8 @@ def audit_db(entry, opts, tooling, now):
     try:
         for attempt in range(IMMUTABLE_READS):
             try:
-                _audit_db(rec, db, entry, opts, tooling, now, last=attempt == IMMUTABLE_READS - 1)
+                # an entry without an error names its db (hermes_paths)
+                _audit_db(rec, cast(str, db), entry, opts, tooling, now, last=attempt == IMMUTABLE_READS - 1)
                 break
             except StoreChanged:
                 rec.clear()
@@ -244,12 +255,13 @@ class StoreChanged(Exception):
 IMMUTABLE_READS = 3   # a read without locks whose file changed is read again, this many times in all
 
 
-def _audit_db(rec, db, entry, opts, tooling, now, last=True):
+def _audit_db(rec: Dict[str, Any], db: str, entry: Dict[str, Any], opts: Dict[str, Any], tooling: Dict[str, Any],
+              now: float, last: bool = True) -> None:
     """One read of the store; raises StoreChanged, unless `last`, when an immutable read's files
     changed while it read (a bare WAL-mode file takes no locks: a writer that opens it, writes and
     checkpoints mid-read makes the figures come from two images)."""
     home = entry["home"]
-    files = {"db": audit_open.file_facts(db), "wal": audit_open.file_facts(db + "-wal"),
+    files: Dict[str, Any] = {"db": audit_open.file_facts(db), "wal": audit_open.file_facts(db + "-wal"),
              "shm": audit_open.file_facts(db + "-shm")}
     free, total = audit_open.free_space(db)
     files["free_bytes"], files["fs_bytes"] = free, total
@@ -293,7 +305,8 @@ def _audit_db(rec, db, entry, opts, tooling, now, last=True):
             shutil.rmtree(image_dir, ignore_errors=True)
 
 
-def _audit_image(rec, db, header, opts, tooling, last):
+def _audit_image(rec: Dict[str, Any], db: str, header: Dict[str, Any], opts: Dict[str, Any],
+                 tooling: Dict[str, Any], last: bool) -> None:
     """The checks on the image SQLite opens: `db` itself, or wal_image's private copy of it."""
     pins = sqlite_pins.Pins(db)    # before the first connection: see sqlite/pins
     try:
@@ -318,7 +331,7 @@ def _audit_image(rec, db, header, opts, tooling, last):
             rec["reasons"].append("schema unreadable: %s: %s" % (type(exc).__name__, exc))
             audit_verdict.add_warnings(rec, opts, tooling)
             return
-        sq = {"page_count": None, "freelist_count": None, "schema_version": None, "synchronous": None,
+        sq: Dict[str, Any] = {"page_count": None, "freelist_count": None, "schema_version": None, "synchronous": None,
               "journal_mode": header["journal_mode"], "objects": len(objs)}
         for key in ("page_count", "freelist_count"):
             try:
@@ -362,9 +375,7 @@ def _audit_image(rec, db, header, opts, tooling, last):
     audit_verdict.add_warnings(rec, opts, tooling)
 
 
-# --- entry point ------------------------------------------------------------------------------
-
-def options(args):
+def options(args: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     """Normalised options with defaults (playbook values arrive as strings after templating)."""
     args = args or {}
     o = dict(DEFAULTS)
@@ -386,7 +397,7 @@ def options(args):
     return o
 
 
-def main(args):
+def main(args: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     """Audit every profile's state.db (or `db_path` alone); the module contract plus the figures."""
     args = args or {}
     opts = options(args)
@@ -411,7 +422,7 @@ def main(args):
     except Exception as exc:
         return {"changed": False, "failed": True, "skipped": False,
                 "msg": "audit failed: %s: %s" % (type(exc).__name__, exc), "traceback": traceback.format_exc()[-4000:]}
-    counts = {}
+    counts: Dict[str, int] = {}
     for r in dbs:
         counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
     msg = "%d database(s): %s" % (len(dbs), ", ".join("%d %s" % (n, v) for v, n in sorted(
