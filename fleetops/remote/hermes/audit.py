@@ -33,6 +33,7 @@ import shutil
 import sqlite3
 import time
 import traceback
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple, cast
 
 from fleetops.remote.host.inputs import flag, number
@@ -94,48 +95,62 @@ def budget(rec: Dict[str, Any], opts: Dict[str, Any]) -> Tuple[bool, Optional[st
             "stop at 100 a table (--deep or a larger --budget runs it whole)")
 
 
-def run_checks(rec: Dict[str, Any], conn: sqlite3.Connection, connect: Callable[[], sqlite3.Connection],
-               token: bytes, pins: sqlite_pins.Pins, header: Dict[str, Any], mode: str, objs: Objs,
-               fts: FtsSpecs, tooling: Dict[str, Any], opts: Dict[str, Any]) -> None:
-    """Integrity, index honesty, foreign keys and FTS as units on `jobs` read-only connections
-    (one: every unit on `conn`, in order, as one pass would run them), the integrity check on
-    a connection of its own.
+@dataclass(frozen=True)
+class CheckPlan:
+    """What run_checks reads of one opened store, made once by _audit_image."""
+    conn: sqlite3.Connection                    # the first connection, inside its read transaction
+    connect: Callable[[], sqlite3.Connection]   # one more connection, opened as `conn` was (a worker's)
+    token: bytes                                # sqlite_workers.commit_token, taken before `conn` began reading
+    pins: sqlite_pins.Pins                      # the store's files, pinned before `conn` opened
+    header: Dict[str, Any]                      # audit_open.read_header's
+    mode: str                                   # how `conn` opened the file (audit_open.open_readonly)
+    objs: Objs
+    fts: FtsSpecs
+    tooling: Dict[str, Any]                     # audit_host.host_tooling's
+    opts: Dict[str, Any]                        # options()
 
-    Every connection reads one snapshot: `token` (sqlite_workers.commit_token) was taken before
-    `conn` began reading; when a commit lands while the others open, they are closed and every
-    check runs on `conn`. A statement that meets a corrupt page leaves its connection unable
-    to create TEMP tables for the rest of its transaction, so each connection makes its
-    fts5vocab tables before any check runs (and the integrity check, which meets corrupt pages
-    first, has its connection to itself). The FTS units do not run, and their results are not
+
+def run_checks(rec: Dict[str, Any], plan: CheckPlan) -> None:
+    """Integrity, index honesty, foreign keys and FTS as units on `jobs` read-only connections
+    (one: every unit on `plan.conn`, in order, as one pass would run them), the integrity check
+    on a connection of its own; the results go to `rec`.
+
+    Every connection reads one snapshot: `plan.token` was taken before `plan.conn` began reading;
+    when a commit lands while the others open, they are closed and every check runs on
+    `plan.conn`. A statement that meets a corrupt page leaves its connection unable to create
+    TEMP tables for the rest of its transaction, so each connection makes its fts5vocab tables
+    before any check runs (and the integrity check, which meets corrupt pages first, has its
+    connection to itself). The FTS units do not run, and their results are not
     reported, once the base tables are known damaged: a repair rebuilds every FTS index anyway.
     Each check's wall, CPU and bytes read go to rec["checks"]; what did not run, and why, to
     rec["skipped_checks"].
     """
-    pragma = "integrity_check" if opts["deep"] else "quick_check"
-    owner_of = audit_integrity.PageOwners(pins, header, objs, use_wal=(mode != "immutable"))
-    bases = sorted(audit_schema.base_tables(objs), key=lambda x: x["name"])
-    jobs = sqlite_workers.jobs_for(opts["jobs"])
-    conns = [conn]
+    pragma = "integrity_check" if plan.opts["deep"] else "quick_check"
+    owner_of = audit_integrity.PageOwners(plan.pins, plan.header, plan.objs,
+                                          use_wal=(plan.mode != "immutable"))
+    bases = sorted(audit_schema.base_tables(plan.objs), key=lambda x: x["name"])
+    jobs = sqlite_workers.jobs_for(plan.opts["jobs"])
+    conns = [plan.conn]
     note: Optional[str] = None
     integ_conn: Optional[sqlite3.Connection] = None
     try:
-        integ_conn = connect()
+        integ_conn = plan.connect()
         while len(conns) < jobs:
-            conns.append(connect())
+            conns.append(plan.connect())
     except sqlite3.Error as exc:
         note = "only %d connection(s) opened (%s)" % (len(conns), audit_fts.failure(exc))
-    if sqlite_workers.commit_token(pins) != token:
+    if sqlite_workers.commit_token(plan.pins) != plan.token:
         note = "a commit landed while the audit opened its connections: every check ran on one"
         for c in conns[1:] + [integ_conn]:
             if c is not None:
                 c.close()
-        conns, integ_conn = [conn], None
-    covered, walk_skipped, tables_only = budget(rec, opts)
+        conns, integ_conn = [plan.conn], None
+    covered, walk_skipped, tables_only = budget(rec, plan.opts)
     U = sqlite_workers.Unit
     units = [U("integrity", "integrity", lambda w: audit_integrity.integrity(
-        integ_conn or w.conn, objs, pragma, opts["quick_check_max"], owner_of, tables_only=tables_only))]
-    units += [U("honesty:" + o["name"], "index_honesty", lambda w, o=o: audit_honesty.table_honesty(w.conn, o, objs))
-              for o in bases]
+        integ_conn or w.conn, plan.objs, pragma, plan.opts["quick_check_max"], owner_of, tables_only=tables_only))]
+    units += [U("honesty:" + o["name"], "index_honesty",
+                lambda w, o=o: audit_honesty.table_honesty(w.conn, o, plan.objs)) for o in bases]
     phase1 = [u.name for u in units]
     honesty_units = units[1:]
     known: Dict[str, Optional[str]] = {}
@@ -148,25 +163,26 @@ def run_checks(rec: Dict[str, Any], conn: sqlite3.Connection, connect: Callable[
                 (u.name.split(":", 1)[1], u.result) for u in honesty_units))
         return known["why"]
 
-    records, fts_list = audit_fts.fts_units(objs, fts, tooling, walk_skipped, 1 if len(conns) == 1 else 4 * len(conns),
+    records, fts_list = audit_fts.fts_units(plan.objs, plan.fts, plan.tooling, walk_skipped,
+                                            1 if len(conns) == 1 else 4 * len(conns),
                                             skip=lambda: "base tables damaged" if base_failure() else None,
                                             covered=covered)
     units += fts_list
     # FTS tables fed from one base table: one after another, one scan of it
     source_cache: Dict[str, Tuple[int, int]] = {}
     after: Dict[str, Tuple[str, ...]] = {}
-    for name in sorted(fts):
+    for name in sorted(plan.fts):
         if records[name]["checked"]:
-            src = (audit_fts_source.source_of(objs, name) or (name,))[0]
+            src = (audit_fts_source.source_of(plan.objs, name) or (name,))[0]
             units.append(U("fts_source:" + name, "fts_source", lambda w, name=name: audit_fts_source.fts_source(
-                w.conn, objs, name, source_cache), deps=after.get(src, ()),
+                w.conn, plan.objs, name, source_cache), deps=after.get(src, ()),
                 skip=lambda: "base tables damaged" if base_failure() else None))
             after[src] = ("fts_source:" + name,)
     units.append(U("foreign_keys", "foreign_keys", lambda w: audit_integrity.foreign_keys(w.conn, dict(
         (u.name.split(":", 1)[1], u.result) for u in honesty_units)), deps=phase1[1:]))
     meter = sqlite_workers.Meter()
     try:
-        by = sqlite_workers.run_units(units, conns, prepare=lambda w: audit_fts.fts_prepare(w, fts, records))
+        by = sqlite_workers.run_units(units, conns, prepare=lambda w: audit_fts.fts_prepare(w, plan.fts, records))
     finally:
         for c in conns[1:] + [integ_conn]:
             if c is not None:
@@ -182,11 +198,11 @@ def run_checks(rec: Dict[str, Any], conn: sqlite3.Connection, connect: Callable[
     if why:
         for name, r in records.items():
             if r["checked"]:
-                records[name] = dict(audit_fts.fts_record(fts[name]), skipped="base tables already damaged (%s): "
-                                     "the FTS checks add nothing to the verdict" % why)
+                records[name] = dict(audit_fts.fts_record(plan.fts[name]), skipped="base tables already damaged "
+                                     "(%s): the FTS checks add nothing to the verdict" % why)
                 skipped.append({"check": "fts:" + name, "reason": records[name]["skipped"]})
     else:
-        audit_fts.fts_finish(records, fts, by, rec["integrity"])
+        audit_fts.fts_finish(records, plan.fts, by, rec["integrity"])
         for name in records:
             src = by.get("fts_source:" + name)
             if src is not None and src.result is not None:
@@ -205,7 +221,7 @@ def run_checks(rec: Dict[str, Any], conn: sqlite3.Connection, connect: Callable[
             sqlite_workers.add_figures(checks.setdefault(u.check, {}), u.figures)
     rec["parallel"] = {"jobs": len(conns), "asked": jobs, "note": note, "checks_seconds": wall,
                        "workers_used": len(set(u.worker for u in units if u.worker is not None)),
-                       "cache_kib_per_connection": int(opts["cache_kib"])}
+                       "cache_kib_per_connection": int(plan.opts["cache_kib"])}
 
 
 def audit_db(entry: Dict[str, Any], opts: Dict[str, Any], tooling: Dict[str, Any], now: float) -> Dict[str, Any]:
@@ -350,8 +366,9 @@ def _audit_image(rec: Dict[str, Any], db: str, header: Dict[str, Any], opts: Dic
             except sqlite3.Error as exc:
                 sq["schema_version"] = "unreadable: %s" % exc
         rec["sqlite"] = sq
-        run_checks(rec, conn, lambda: audit_open.worker_connection(uri, opts), token, pins, header, mode, objs,
-                   fts, tooling, opts)
+        run_checks(rec, CheckPlan(conn=conn, connect=lambda: audit_open.worker_connection(uri, opts), token=token,
+                                  pins=pins, header=header, mode=mode, objs=objs, fts=fts, tooling=tooling,
+                                  opts=opts))
         rec["fts_triggers"] = sum(1 for o in objs.values() if o["type"] == "trigger"
                                   and any(o["name"].startswith(v) or v in o["sql"] for v in fts)) if fts else 0
         rec["_newest_message"] = hermes_persistence.newest_message(conn, objs)
