@@ -44,7 +44,6 @@ class RunOutcome:
     stats: dict          # host -> {ok, changed, unreachable, failed, skipped, rescued, ignored}
 
 
-
 class _Run:
     """One run: the play loop, and the `RunContext` the task loop, the task runner and includes
     are given; its hosts are the `HostPool`'s and its variables the `RunVars`', asked for by name."""
@@ -75,8 +74,9 @@ class _Run:
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, int(options.forks or 1)),
                                                           thread_name_prefix="fleetops-fork")
 
-    # -- entry
     def run(self) -> RunOutcome:
+        """Every play in order, between the run_start and run_end events; the forks and every host's
+        connection are closed whatever happens."""
         opts = {
             "limit": self.options.limit, "tags": sorted(self.options.tags or ()),
             "skip_tags": sorted(self.options.skip_tags or ()),
@@ -116,8 +116,8 @@ class _Run:
             return True
         return False
 
-    # -- plays and batches
     def _play_hosts(self, play) -> list:
+        """The play's hosts (its pattern within --limit) not failed or unreachable yet, in its `order`."""
         hosts = self.inventory.select(play.hosts)
         if self.options.limit:
             allowed = set(self.inventory.select(self.options.limit))
@@ -210,9 +210,8 @@ class _Run:
             out.update(data)
         return out
 
-    # -- what a module's context reaches through the run
-    # -- RunContext: a host's state and connection (the host pool), its variables (RunVars)
     def state(self, host: str) -> HostState:
+        """The host's state, the HostPool's (this and the methods below answer RunContext)."""
         return self.hostpool.state(host)
 
     def transport_for(self, host: str, delegated: bool, remote_user: str | None = None,

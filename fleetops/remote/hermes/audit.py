@@ -25,12 +25,16 @@ checks), audit_honesty (table scans against indexes, entry by entry), audit_fts,
 services, gateway pid), audit_backups, audit_verdict (the rules). This file runs them.
 Stdlib only, Python 3.8+ / SQLite 3.31+.
 """
+from __future__ import annotations
+
 import copy
 import os
 import shutil
 import sqlite3
 import time
 import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Optional, Tuple, cast
 
 from fleetops.remote.host.inputs import flag, number
 from fleetops.remote.hermes import audit_backups
@@ -42,6 +46,7 @@ from fleetops.remote.hermes import audit_integrity
 from fleetops.remote.hermes import audit_open
 from fleetops.remote.hermes import audit_schema
 from fleetops.remote.hermes import audit_verdict
+from fleetops.remote.hermes.audit_schema import FtsSpecs, Objs
 from fleetops.remote.hermes import holders as hermes_holders
 from fleetops.remote.hermes import journal as hermes_journal
 from fleetops.remote.hermes import paths as hermes_paths
@@ -50,7 +55,7 @@ from fleetops.remote.sqlite import pins as sqlite_pins
 from fleetops.remote.sqlite import workers as sqlite_workers
 
 AUDIT_VERSION = 1
-DEFAULTS = {
+DEFAULTS: Dict[str, Any] = {
     "deep": False,
     "quick_check_max": 1000000,
     "backup_max_age_hours": 26,
@@ -70,7 +75,7 @@ DEFAULTS = {
 }
 
 
-def budget(rec, opts):
+def budget(rec: Dict[str, Any], opts: Dict[str, Any]) -> Tuple[bool, Optional[str], Optional[str]]:
     """(covered, walk_skipped, tables_only) for this store: whether quick_check's FTS5 check is
     the FTS evidence, and, on a store over the budget (and not --deep), why the FTS index walk is
     not run and, where quick_check would run FTS5's own check (3.44+: ten times the b-trees'
@@ -90,49 +95,67 @@ def budget(rec, opts):
             "stop at 100 a table (--deep or a larger --budget runs it whole)")
 
 
-def run_checks(rec, conn, connect, token, pins, header, mode, objs, fts, tooling, opts):
-    """Integrity, index honesty, foreign keys and FTS as units on `jobs` read-only connections
-    (one: every unit on `conn`, in order, as one pass would run them), the integrity check on
-    a connection of its own.
+@dataclass(frozen=True)
+class CheckPlan:
+    """What run_checks reads of one opened store, made once by _audit_image."""
+    conn: sqlite3.Connection                    # the first connection, inside its read transaction
+    connect: Callable[[], sqlite3.Connection]   # one more connection, opened as `conn` was (a worker's)
+    token: bytes                                # sqlite_workers.commit_token, taken before `conn` began reading
+    pins: sqlite_pins.Pins                      # the store's files, pinned before `conn` opened
+    header: Dict[str, Any]                      # audit_open.read_header's
+    mode: str                                   # how `conn` opened the file (audit_open.open_readonly)
+    objs: Objs
+    fts: FtsSpecs
+    tooling: Dict[str, Any]                     # audit_host.host_tooling's
+    opts: Dict[str, Any]                        # options()
 
-    Every connection reads one snapshot: `token` (sqlite_workers.commit_token) was taken before
-    `conn` began reading; when a commit lands while the others open, they are closed and every
-    check runs on `conn`. A statement that meets a corrupt page leaves its connection unable
-    to create TEMP tables for the rest of its transaction, so each connection makes its
-    fts5vocab tables before any check runs (and the integrity check, which meets corrupt pages
-    first, has its connection to itself). The FTS units do not run, and their results are not
+
+def run_checks(rec: Dict[str, Any], plan: CheckPlan) -> None:
+    """Integrity, index honesty, foreign keys and FTS as units on `jobs` read-only connections
+    (one: every unit on `plan.conn`, in order, as one pass would run them), the integrity check
+    on a connection of its own; the results go to `rec`.
+
+    Every connection reads one snapshot: `plan.token` was taken before `plan.conn` began reading;
+    when a commit lands while the others open, they are closed and every check runs on
+    `plan.conn`. A statement that meets a corrupt page leaves its connection unable to create
+    TEMP tables for the rest of its transaction, so each connection makes its fts5vocab tables
+    before any check runs (and the integrity check, which meets corrupt pages first, has its
+    connection to itself). The FTS units do not run, and their results are not
     reported, once the base tables are known damaged: a repair rebuilds every FTS index anyway.
     Each check's wall, CPU and bytes read go to rec["checks"]; what did not run, and why, to
     rec["skipped_checks"].
     """
-    pragma = "integrity_check" if opts["deep"] else "quick_check"
-    owner_of = audit_integrity.PageOwners(pins, header, objs, use_wal=(mode != "immutable"))
-    bases = sorted(audit_schema.base_tables(objs), key=lambda x: x["name"])
-    jobs = sqlite_workers.jobs_for(opts["jobs"])
-    conns, note, integ_conn = [conn], None, None
+    pragma = "integrity_check" if plan.opts["deep"] else "quick_check"
+    owner_of = audit_integrity.PageOwners(plan.pins, plan.header, plan.objs,
+                                          use_wal=(plan.mode != "immutable"))
+    bases = sorted(audit_schema.base_tables(plan.objs), key=lambda x: x["name"])
+    jobs = sqlite_workers.jobs_for(plan.opts["jobs"])
+    conns = [plan.conn]
+    note: Optional[str] = None
+    integ_conn: Optional[sqlite3.Connection] = None
     try:
-        integ_conn = connect()
+        integ_conn = plan.connect()
         while len(conns) < jobs:
-            conns.append(connect())
+            conns.append(plan.connect())
     except sqlite3.Error as exc:
         note = "only %d connection(s) opened (%s)" % (len(conns), audit_fts.failure(exc))
-    if sqlite_workers.commit_token(pins) != token:
+    if sqlite_workers.commit_token(plan.pins) != plan.token:
         note = "a commit landed while the audit opened its connections: every check ran on one"
         for c in conns[1:] + [integ_conn]:
             if c is not None:
                 c.close()
-        conns, integ_conn = [conn], None
-    covered, walk_skipped, tables_only = budget(rec, opts)
+        conns, integ_conn = [plan.conn], None
+    covered, walk_skipped, tables_only = budget(rec, plan.opts)
     U = sqlite_workers.Unit
     units = [U("integrity", "integrity", lambda w: audit_integrity.integrity(
-        integ_conn or w.conn, objs, pragma, opts["quick_check_max"], owner_of, tables_only=tables_only))]
-    units += [U("honesty:" + o["name"], "index_honesty", lambda w, o=o: audit_honesty.table_honesty(w.conn, o, objs))
-              for o in bases]
+        integ_conn or w.conn, plan.objs, pragma, plan.opts["quick_check_max"], owner_of, tables_only=tables_only))]
+    units += [U("honesty:" + o["name"], "index_honesty",
+                lambda w, o=o: audit_honesty.table_honesty(w.conn, o, plan.objs)) for o in bases]
     phase1 = [u.name for u in units]
     honesty_units = units[1:]
-    known = {}
+    known: Dict[str, Optional[str]] = {}
 
-    def base_failure():
+    def base_failure() -> Optional[str]:
         if "why" not in known:
             if any(u.figures is None for u in units[:len(phase1)]):
                 return None                     # not known yet: the FTS unit runs
@@ -140,23 +163,26 @@ def run_checks(rec, conn, connect, token, pins, header, mode, objs, fts, tooling
                 (u.name.split(":", 1)[1], u.result) for u in honesty_units))
         return known["why"]
 
-    records, fts_list = audit_fts.fts_units(objs, fts, tooling, walk_skipped, 1 if len(conns) == 1 else 4 * len(conns),
+    records, fts_list = audit_fts.fts_units(plan.objs, plan.fts, plan.tooling, walk_skipped,
+                                            1 if len(conns) == 1 else 4 * len(conns),
                                             skip=lambda: "base tables damaged" if base_failure() else None,
                                             covered=covered)
     units += fts_list
-    source_cache, after = {}, {}     # FTS tables fed from one base table: one after another, one scan of it
-    for name in sorted(fts):
+    # FTS tables fed from one base table: one after another, one scan of it
+    source_cache: Dict[str, Tuple[int, int]] = {}
+    after: Dict[str, Tuple[str, ...]] = {}
+    for name in sorted(plan.fts):
         if records[name]["checked"]:
-            src = (audit_fts_source.source_of(objs, name) or (name,))[0]
+            src = (audit_fts_source.source_of(plan.objs, name) or (name,))[0]
             units.append(U("fts_source:" + name, "fts_source", lambda w, name=name: audit_fts_source.fts_source(
-                w.conn, objs, name, source_cache), deps=after.get(src, ()),
+                w.conn, plan.objs, name, source_cache), deps=after.get(src, ()),
                 skip=lambda: "base tables damaged" if base_failure() else None))
             after[src] = ("fts_source:" + name,)
     units.append(U("foreign_keys", "foreign_keys", lambda w: audit_integrity.foreign_keys(w.conn, dict(
         (u.name.split(":", 1)[1], u.result) for u in honesty_units)), deps=phase1[1:]))
     meter = sqlite_workers.Meter()
     try:
-        by = sqlite_workers.run_units(units, conns, prepare=lambda w: audit_fts.fts_prepare(w, fts, records))
+        by = sqlite_workers.run_units(units, conns, prepare=lambda w: audit_fts.fts_prepare(w, plan.fts, records))
     finally:
         for c in conns[1:] + [integ_conn]:
             if c is not None:
@@ -172,11 +198,11 @@ def run_checks(rec, conn, connect, token, pins, header, mode, objs, fts, tooling
     if why:
         for name, r in records.items():
             if r["checked"]:
-                records[name] = dict(audit_fts.fts_record(fts[name]), skipped="base tables already damaged (%s): "
-                                     "the FTS checks add nothing to the verdict" % why)
+                records[name] = dict(audit_fts.fts_record(plan.fts[name]), skipped="base tables already damaged "
+                                     "(%s): the FTS checks add nothing to the verdict" % why)
                 skipped.append({"check": "fts:" + name, "reason": records[name]["skipped"]})
     else:
-        audit_fts.fts_finish(records, fts, by, rec["integrity"])
+        audit_fts.fts_finish(records, plan.fts, by, rec["integrity"])
         for name in records:
             src = by.get("fts_source:" + name)
             if src is not None and src.result is not None:
@@ -195,14 +221,14 @@ def run_checks(rec, conn, connect, token, pins, header, mode, objs, fts, tooling
             sqlite_workers.add_figures(checks.setdefault(u.check, {}), u.figures)
     rec["parallel"] = {"jobs": len(conns), "asked": jobs, "note": note, "checks_seconds": wall,
                        "workers_used": len(set(u.worker for u in units if u.worker is not None)),
-                       "cache_kib_per_connection": int(opts["cache_kib"])}
+                       "cache_kib_per_connection": int(plan.opts["cache_kib"])}
 
 
-def audit_db(entry, opts, tooling, now):
+def audit_db(entry: Dict[str, Any], opts: Dict[str, Any], tooling: Dict[str, Any], now: float) -> Dict[str, Any]:
     """Every check on one state.db; never raises (a crash becomes the record's `error`)."""
     started = time.time()
     db = entry.get("db")
-    rec = {"profile": entry.get("profile"), "home": entry.get("home"), "db": db, "verdict": None,
+    rec: Dict[str, Any] = {"profile": entry.get("profile"), "home": entry.get("home"), "db": db, "verdict": None,
            "conditions": [], "reasons": [], "warnings": [], "errors_by_object": {}, "errors_total": 0,
            "files": None, "header": None, "open_mode": None, "sqlite": None, "integrity": None,
            "honesty": None, "foreign_keys": None, "fts": None, "fts_triggers": None, "holders": None,
@@ -216,7 +242,8 @@ def audit_db(entry, opts, tooling, now):
     try:
         for attempt in range(IMMUTABLE_READS):
             try:
-                _audit_db(rec, db, entry, opts, tooling, now, last=attempt == IMMUTABLE_READS - 1)
+                # an entry without an error names its db (hermes_paths)
+                _audit_db(rec, cast(str, db), entry, opts, tooling, now, last=attempt == IMMUTABLE_READS - 1)
                 break
             except StoreChanged:
                 rec.clear()
@@ -244,12 +271,13 @@ class StoreChanged(Exception):
 IMMUTABLE_READS = 3   # a read without locks whose file changed is read again, this many times in all
 
 
-def _audit_db(rec, db, entry, opts, tooling, now, last=True):
+def _audit_db(rec: Dict[str, Any], db: str, entry: Dict[str, Any], opts: Dict[str, Any], tooling: Dict[str, Any],
+              now: float, last: bool = True) -> None:
     """One read of the store; raises StoreChanged, unless `last`, when an immutable read's files
     changed while it read (a bare WAL-mode file takes no locks: a writer that opens it, writes and
     checkpoints mid-read makes the figures come from two images)."""
     home = entry["home"]
-    files = {"db": audit_open.file_facts(db), "wal": audit_open.file_facts(db + "-wal"),
+    files: Dict[str, Any] = {"db": audit_open.file_facts(db), "wal": audit_open.file_facts(db + "-wal"),
              "shm": audit_open.file_facts(db + "-shm")}
     free, total = audit_open.free_space(db)
     files["free_bytes"], files["fs_bytes"] = free, total
@@ -293,7 +321,8 @@ def _audit_db(rec, db, entry, opts, tooling, now, last=True):
             shutil.rmtree(image_dir, ignore_errors=True)
 
 
-def _audit_image(rec, db, header, opts, tooling, last):
+def _audit_image(rec: Dict[str, Any], db: str, header: Dict[str, Any], opts: Dict[str, Any],
+                 tooling: Dict[str, Any], last: bool) -> None:
     """The checks on the image SQLite opens: `db` itself, or wal_image's private copy of it."""
     pins = sqlite_pins.Pins(db)    # before the first connection: see sqlite/pins
     try:
@@ -318,7 +347,7 @@ def _audit_image(rec, db, header, opts, tooling, last):
             rec["reasons"].append("schema unreadable: %s: %s" % (type(exc).__name__, exc))
             audit_verdict.add_warnings(rec, opts, tooling)
             return
-        sq = {"page_count": None, "freelist_count": None, "schema_version": None, "synchronous": None,
+        sq: Dict[str, Any] = {"page_count": None, "freelist_count": None, "schema_version": None, "synchronous": None,
               "journal_mode": header["journal_mode"], "objects": len(objs)}
         for key in ("page_count", "freelist_count"):
             try:
@@ -337,8 +366,9 @@ def _audit_image(rec, db, header, opts, tooling, last):
             except sqlite3.Error as exc:
                 sq["schema_version"] = "unreadable: %s" % exc
         rec["sqlite"] = sq
-        run_checks(rec, conn, lambda: audit_open.worker_connection(uri, opts), token, pins, header, mode, objs,
-                   fts, tooling, opts)
+        run_checks(rec, CheckPlan(conn=conn, connect=lambda: audit_open.worker_connection(uri, opts), token=token,
+                                  pins=pins, header=header, mode=mode, objs=objs, fts=fts, tooling=tooling,
+                                  opts=opts))
         rec["fts_triggers"] = sum(1 for o in objs.values() if o["type"] == "trigger"
                                   and any(o["name"].startswith(v) or v in o["sql"] for v in fts)) if fts else 0
         rec["_newest_message"] = hermes_persistence.newest_message(conn, objs)
@@ -362,9 +392,7 @@ def _audit_image(rec, db, header, opts, tooling, last):
     audit_verdict.add_warnings(rec, opts, tooling)
 
 
-# --- entry point ------------------------------------------------------------------------------
-
-def options(args):
+def options(args: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     """Normalised options with defaults (playbook values arrive as strings after templating)."""
     args = args or {}
     o = dict(DEFAULTS)
@@ -386,7 +414,7 @@ def options(args):
     return o
 
 
-def main(args):
+def main(args: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     """Audit every profile's state.db (or `db_path` alone); the module contract plus the figures."""
     args = args or {}
     opts = options(args)
@@ -411,7 +439,7 @@ def main(args):
     except Exception as exc:
         return {"changed": False, "failed": True, "skipped": False,
                 "msg": "audit failed: %s: %s" % (type(exc).__name__, exc), "traceback": traceback.format_exc()[-4000:]}
-    counts = {}
+    counts: Dict[str, int] = {}
     for r in dbs:
         counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
     msg = "%d database(s): %s" % (len(dbs), ", ".join("%d %s" % (n, v) for v, n in sorted(

@@ -2,26 +2,31 @@
 backup-like file (Hermes snapshots, pre-update copies, corrupt copies, retired-WAL captures)
 listed so nobody restores or deletes one blindly.
 """
+from __future__ import annotations
+
 import datetime
 import glob
 import json
 import os
+from typing import Any, Dict, Optional
 
 from fleetops.remote.hermes import audit_open
 from fleetops.remote.hermes import persistence as hermes_persistence
 from fleetops.remote.host.durable import sha256_file
 
-def iso(ts):
+
+def iso(ts: float) -> str:
     return datetime.datetime.utcfromtimestamp(ts).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def parse_utc(text):
+def parse_utc(text: Any) -> Optional[float]:
     """UTC ISO timestamps as written by backup manifests ('Z' or +00:00); None if unparsable."""
     if not isinstance(text, str) or not text:
         return None
     t = text.strip()
     if t.endswith("Z"):
         t = t[:-1] + "+00:00"
+    dt: Optional[datetime.datetime]
     try:
         dt = datetime.datetime.fromisoformat(t)
     except ValueError:
@@ -38,7 +43,8 @@ def parse_utc(text):
     return dt.timestamp()
 
 
-def backups(home, db, profile, root, now, verify_sha256=False):
+def backups(home: str, db: str, profile: Optional[str], root: str, now: float,
+            verify_sha256: bool = False) -> Dict[str, Any]:
     """Newest verified backup and everything else backup-like beside state.db.
 
     Verified means a fleetops backup manifest with integrity "ok" whose file is still there
@@ -46,13 +52,13 @@ def backups(home, db, profile, root, now, verify_sha256=False):
     but never integrity-checked: listed, not counted as verified. Corrupt copies and
     retired-WAL captures are listed so nobody restores or deletes them blindly.
     """
-    out = {"newest_verified": None, "newest_any": None, "items": [], "corrupt_copies": [],
-           "retired_wal_captures": [], "problems": []}
-    manifests = glob.glob(os.path.join(home, "fleetops", "backups", "*.json"))
+    out: Dict[str, Any] = {"newest_verified": None, "newest_any": None, "items": [], "corrupt_copies": [],
+                           "retired_wal_captures": [], "problems": []}
+    # (path, filtered): the root's manifests name other profiles' backups too
+    manifests = [(m, False) for m in glob.glob(os.path.join(home, "fleetops", "backups", "*.json"))]
     if home != root:
         manifests += [(m, True) for m in glob.glob(os.path.join(root, "fleetops", "backups", "*.json"))]
-    for entry in manifests:
-        mpath, filtered = (entry if isinstance(entry, tuple) else (entry, False))
+    for mpath, filtered in manifests:
         try:
             with open(mpath, encoding="utf-8") as f:
                 m = json.load(f)
@@ -75,7 +81,7 @@ def backups(home, db, profile, root, now, verify_sha256=False):
             item["why"] = "integrity %r" % m.get("integrity")
         elif st is None:
             item["why"] = "backup file missing"
-        elif m.get("size") is not None and int(m.get("size")) != st["size"]:
+        elif m.get("size") is not None and int(m["size"]) != st["size"]:
             item["why"] = "size %d != manifest %s" % (st["size"], m.get("size"))
         elif created is None:
             item["why"] = "no created time"

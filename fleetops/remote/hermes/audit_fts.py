@@ -8,27 +8,34 @@ fts5vocab table in the connection's TEMP schema (never the file), cut into term 
 on several connections, comparing the token total with the per-row counts in *_docsize and the
 row counts of *_content. A MATCH probe runs on both. Stdlib only, Python 3.8+.
 """
+from __future__ import annotations
+
 import sqlite3
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from fleetops.remote.sqlite.fileformat.errors import FormatError
 from fleetops.remote.sqlite.fileformat.record import read_varint
 from fleetops.remote.sqlite import workers as sqlite_workers
+from fleetops.remote.hermes.audit_schema import FtsSpecs, Objs
+
+Records = Dict[str, Dict[str, Any]]     # each FTS table's record, by name
+TermRange = Optional[Tuple[Optional[str], Optional[str]]]    # [lo, hi) of terms; None: all of them
 
 
-def qi(name):
+def qi(name: object) -> str:
     """Quote an SQL identifier."""
     return '"' + str(name).replace('"', '""') + '"'
 
 
-def count(conn, sql):
+def count(conn: sqlite3.Connection, sql: str) -> Any:
     return conn.execute(sql).fetchone()[0]
 
 
-def failure(exc):
+def failure(exc: BaseException) -> str:
     return "%s: %s" % (type(exc).__name__, exc)
 
 
-def _docsize_tokens(blob):
+def _docsize_tokens(blob: Optional[bytes]) -> int:
     """Tokens one *_docsize row counts: the sum of its varints (one per column)."""
     total, off, n = 0, 0, len(blob or b"")
     while off < n:
@@ -38,10 +45,10 @@ def _docsize_tokens(blob):
 
 
 SHADOW_SUFFIXES = ("_data", "_idx", "_content", "_docsize", "_config")
-_COVERS = {}
+_COVERS: Dict[str, bool] = {}
 
 
-def quick_check_covers_fts5():
+def quick_check_covers_fts5() -> bool:
     """True when this SQLite's quick_check runs FTS5's own integrity check: a scratch in-memory
     FTS5 table loses a *_docsize row and quick_check is asked whether it noticed (a version
     number would not say how this build was made)."""
@@ -61,13 +68,13 @@ def quick_check_covers_fts5():
     return _COVERS["covers"]
 
 
-def fts_record(spec):
+def fts_record(spec: Dict[str, Any]) -> Dict[str, Any]:
     return {"module": spec["module"], "tokenizer": spec["tokenizer"], "checked": False, "ok": None,
             "errors": [], "index_tokens": None, "docsize_tokens": None, "docsize_rows": None,
             "content_rows": None, "terms": None, "probe": None}
 
 
-def fts_unchecked(spec, tooling):
+def fts_unchecked(spec: Dict[str, Any], tooling: Dict[str, Any]) -> Optional[str]:
     """Why this host cannot check an FTS table at all, or None."""
     if spec["module"] != "fts5":
         return "%s tables are not checked (Hermes uses fts5)" % spec["module"]
@@ -79,7 +86,7 @@ def fts_unchecked(spec, tooling):
     return None
 
 
-def fts_prepare(worker, fts, records):
+def fts_prepare(worker: sqlite_workers.Worker, fts: FtsSpecs, records: Records) -> None:
     """An fts5vocab table over each checked FTS table in this worker connection's TEMP schema
     (never the file), made before the connection runs any check; FTS5's refusal is kept."""
     for n, name in enumerate(sorted(fts)):
@@ -94,7 +101,7 @@ def fts_prepare(worker, fts, records):
             worker.cache[("vocab", name)] = exc
 
 
-def fts_vocab(worker, name, n):
+def fts_vocab(worker: sqlite_workers.Worker, name: str, n: int) -> str:
     """The name of this connection's fts5vocab table over `name`; raises FTS5's refusal."""
     vocab = worker.cache[("vocab", name)]
     if isinstance(vocab, Exception):
@@ -102,7 +109,7 @@ def fts_vocab(worker, name, n):
     return vocab
 
 
-def fts_term_ranges(conn, name, pieces):
+def fts_term_ranges(conn: sqlite3.Connection, name: str, pieces: int) -> List[TermRange]:
     """Term ranges that split `name`'s index walk into about `pieces` parts of similar size, cut
     at the first terms of its leaf pages in *_idx (main index terms start with "0"); [None]
     (one range: everything) when it cannot be split."""
@@ -112,25 +119,26 @@ def fts_term_ranges(conn, name, pieces):
         rows = conn.execute("SELECT term FROM %s NOT INDEXED" % qi(name + "_idx")).fetchall()
     except sqlite3.Error:
         return [None]
-    terms = set()
+    found: Set[str] = set()
     for (t,) in rows:
         if isinstance(t, bytes) and t[:1] == b"0" and len(t) > 1:
             try:
-                terms.add(t[1:].decode("utf-8"))
+                found.add(t[1:].decode("utf-8"))
             except UnicodeDecodeError:
                 continue
-    terms = sorted(terms)
+    terms = sorted(found)
     if len(terms) < 4 * pieces:
         return [None]
     cuts = sorted(set(terms[len(terms) * i // pieces] for i in range(1, pieces)))
-    bounds = [None] + cuts
+    bounds: List[Optional[str]] = [None] + cuts
     return [(bounds[i], bounds[i + 1] if i + 1 < len(bounds) else None) for i in range(len(bounds))]
 
 
-def fts_walk(worker, name, n, term_range):
+def fts_walk(worker: sqlite_workers.Worker, name: str, n: int, term_range: TermRange) -> Tuple[int, Optional[int]]:
     """(terms, tokens) of one term range of the index (None: all of it), walking every doclist."""
     vocab = fts_vocab(worker, name, n)
-    where, args = [], []
+    where: List[str] = []
+    args: List[str] = []
     if term_range is not None:
         lo, hi = term_range
         if lo is not None:
@@ -143,7 +151,7 @@ def fts_walk(worker, name, n, term_range):
     return worker.conn.execute(sql, args).fetchone()
 
 
-def fts_docsize(conn, name):
+def fts_docsize(conn: sqlite3.Connection, name: str) -> Tuple[int, int]:
     rows = 0
     tokens = 0
     for (sz,) in conn.execute("SELECT sz FROM %s NOT INDEXED" % qi(name + "_docsize")):
@@ -152,7 +160,7 @@ def fts_docsize(conn, name):
     return rows, tokens
 
 
-def _attempt(fn, *args):
+def _attempt(fn: Callable[..., Any], *args: Any) -> Tuple[str, Any]:
     """("ok", value) or ("error", message): a unit's SQLite or format error becomes evidence."""
     try:
         return ("ok", fn(*args))
@@ -160,13 +168,15 @@ def _attempt(fn, *args):
         return ("error", failure(exc))
 
 
-def fts_units(objs, fts, tooling, walk_skipped, pieces, skip, covered=False):
+def fts_units(objs: Objs, fts: FtsSpecs, tooling: Dict[str, Any], walk_skipped: Optional[str], pieces: int,
+              skip: Callable[[], Optional[str]], covered: bool = False) -> Tuple[Records, List[sqlite_workers.Unit]]:
     """(records, units) for every FTS table: the index walk (split into `pieces` term ranges),
     the *_docsize and *_content scans and the MATCH probe, each a unit of its own; fts_finish
     combines them. `walk_skipped`, when set, is why the walks do not run (the budget);
     `covered`: quick_check runs FTS5's own integrity check, so neither the walk nor the
     *_docsize comparison runs."""
-    records, units = {}, []
+    records: Records = {}
+    units: List[sqlite_workers.Unit] = []
     for n, (name, spec) in enumerate(sorted(fts.items())):
         rec = fts_record(spec)
         records[name] = rec
@@ -212,7 +222,8 @@ def fts_units(objs, fts, tooling, walk_skipped, pieces, skip, covered=False):
     return records, units
 
 
-def fts_finish(records, fts, units, integ):
+def fts_finish(records: Records, fts: FtsSpecs, units: Dict[str, sqlite_workers.Unit],
+               integ: Optional[Dict[str, Any]]) -> Records:
     """Fill each checked FTS record from its units' results, errors in the order one pass over
     the table would meet them: the index walk, *_docsize, *_content, the two comparisons, the probe.
     Where quick_check did the FTS5 check, its lines about the table (already in the verdict as
@@ -271,7 +282,7 @@ def fts_finish(records, fts, units, integ):
     return records
 
 
-def match_probe(conn, name, vocab, rec):
+def match_probe(conn: sqlite3.Connection, name: str, vocab: str, rec: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """A term the index says exists must be found by MATCH."""
     try:
         row = conn.execute("SELECT term FROM %s WHERE doc > 0 LIMIT 1" % vocab).fetchone()

@@ -9,18 +9,22 @@ FTS row must hold; its expressions over a table scan of the base table and the F
 (audit_honesty), and merged only on a mismatch, to name the rows. Which of the two copies is the
 damaged one the text alone cannot say, so the finding names both.
 """
+from __future__ import annotations
+
 import re
 import sqlite3
+from typing import Any, Dict, List, Optional, Tuple
 
 from fleetops.remote.hermes import audit_fts
 from fleetops.remote.hermes import audit_honesty
+from fleetops.remote.hermes.audit_schema import Objs
 from fleetops.remote.sqlite.sql import split_top
 
 _INSERT = re.compile(r"INSERT\s+INTO\s+[\"'`\[]?(\w+)[\"'`\]]?\s*\(([^)]*)\)\s*VALUES\s*\((.*)\)\s*;\s*END\s*$",
                      re.I | re.S)
 
 
-def source_of(objs, name):
+def source_of(objs: Objs, name: str) -> Optional[Tuple[str, List[str]]]:
     """(base table, [SQL expressions over it: rowid first, then each FTS column]) from the AFTER
     INSERT trigger that fills `name`, or None when no trigger fills it from one table (an
     external-content FTS, or one written by the application itself)."""
@@ -38,7 +42,8 @@ def source_of(objs, name):
     return None
 
 
-def fts_source(conn, objs, name, cache=None):
+def fts_source(conn: sqlite3.Connection, objs: Objs, name: str,
+               cache: Optional[Dict[str, Tuple[int, int]]] = None) -> Optional[Dict[str, Any]]:
     """{"rows", "source_rows", "ok", "differs", "rows_named"} for one FTS table, or None when it
     has no *_content or no trigger that says what it holds. `cache` ({SQL: fingerprint}, shared by
     units that run one after another on connections of one snapshot) lets two FTS tables fed from
@@ -58,7 +63,7 @@ def fts_source(conn, objs, name, cache=None):
         cache[table_side] = want
     except sqlite3.Error as exc:    # a table that cannot be scanned is the table checks' finding
         return {"table": table, "ok": None, "error": audit_fts.failure(exc)}
-    out = {"table": table, "rows": have[0], "source_rows": want[0], "ok": have == want, "differs": 0}
+    out: Dict[str, Any] = {"table": table, "rows": have[0], "source_rows": want[0], "ok": have == want, "differs": 0}
     if not out["ok"]:
         lacks, excess = audit_honesty.merge(conn, table_side, fts_side)
         ids = sorted(set(r[0] for r in lacks) | set(r[0] for r in excess), key=repr)
@@ -66,7 +71,7 @@ def fts_source(conn, objs, name, cache=None):
     return out
 
 
-def reason(name, r):
+def reason(name: str, r: Dict[str, Any]) -> str:
     """The finding, naming both copies of the text."""
     shown = ", ".join(str(i) for i in r.get("rows_named") or [])
     return ("%s: its copy of the text differs from %s's on %d rows (rowids %s%s): one of the two copies is "

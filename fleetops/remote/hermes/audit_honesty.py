@@ -7,12 +7,16 @@ Each index is read once in its own order (a covering scan of its b-tree) and its
 an entry whose key bit flipped leaves every count equal but changes the fingerprint. Only
 when they differ are the two sides merged, to name the rows the index lacks or holds in excess.
 """
+from __future__ import annotations
+
 import collections
 import re
 import sqlite3
+from typing import Any, Counter, Dict, Iterator, List, Optional, Tuple
 
 from fleetops.remote.hermes import audit_fts
 from fleetops.remote.hermes import audit_schema
+from fleetops.remote.hermes.audit_schema import Obj, Objs
 from fleetops.remote.sqlite.sql import partial_where, split_top
 
 BATCH = 4096
@@ -20,10 +24,10 @@ SHOWN = 5       # rowids named per side of a mismatch
 MASK = (1 << 64) - 1
 
 
-def _index_terms(sql):
+def _index_terms(sql: Optional[str]) -> List[str]:
     """The indexed terms of CREATE INDEX ... ON t(term, ...), without COLLATE/ASC/DESC."""
     m = re.search(r"\bON\s+(?:\"[^\"]*\"|\S+?)\s*\(", sql or "", re.I)
-    if not m:
+    if not m or sql is None:
         return []
     depth, i = 1, m.end()
     while i < len(sql) and depth:
@@ -33,10 +37,11 @@ def _index_terms(sql):
     return [re.sub(r"(\s+COLLATE\s+\S+)?(\s+(ASC|DESC))?\s*$", "", t.strip(), flags=re.I) for t in terms]
 
 
-def index_columns(conn, iname, sql):
+def index_columns(conn: sqlite3.Connection, iname: str, sql: Optional[str]) -> Tuple[List[str], List[int]]:
     """(select list, expression terms left out): every key and auxiliary column of the index
     (the rowid, or a WITHOUT ROWID table's key), an expression key by its text."""
-    cols, skipped = [], []
+    cols: List[Optional[str]] = []
+    skipped = []
     terms = _index_terms(sql)
     for seq, cid, name, _desc, _coll, key in conn.execute("PRAGMA index_xinfo(%s)" % audit_fts.qi(iname)):
         if cid == -1:
@@ -51,17 +56,17 @@ def index_columns(conn, iname, sql):
     return [c for c in cols if c is not None], skipped
 
 
-def index_honesty(conn, objs):
+def index_honesty(conn: sqlite3.Connection, objs: Objs) -> Dict[str, Dict[str, Any]]:
     """Per base table: count(*) vs count(*) NOT INDEXED vs distinct keys of a table scan, and per index its entries."""
     return dict((o["name"], table_honesty(conn, o, objs))
                 for o in sorted(audit_schema.base_tables(objs), key=lambda x: x["name"]))
 
 
-def table_honesty(conn, o, objs):
+def table_honesty(conn: sqlite3.Connection, o: Obj, objs: Objs) -> Dict[str, Any]:
     """One base table's honesty figures; every query in the caller's one read transaction."""
     t = o["name"]
     q = audit_fts.qi(t)
-    rec = {"count": None, "count_scan": None, "distinct_rowid": None, "distinct_pk": None,
+    rec: Dict[str, Any] = {"count": None, "count_scan": None, "distinct_rowid": None, "distinct_pk": None,
            "duplicates": 0, "indexes": {}, "errors": []}
     without_rowid = bool(re.search(r"\bWITHOUT\s+ROWID\b", o["sql"], re.I))
     try:
@@ -98,7 +103,8 @@ def table_honesty(conn, o, objs):
     return rec
 
 
-def index_truth(conn, q, iname, sql, where, distinct=False):
+def index_truth(conn: sqlite3.Connection, q: str, iname: str, sql: Optional[str], where: str,
+                distinct: bool = False) -> Dict[str, Any]:
     """One index against its table: the entries read in the index's own order, fingerprinted
     against the same tuples from a table scan; on a mismatch, the rows it lacks and holds in excess.
     `distinct`: the table holds duplicated cells (judged as structural), so its side counts each
@@ -127,7 +133,7 @@ def index_truth(conn, q, iname, sql, where, distinct=False):
     except sqlite3.Error as exc:
         return {"entries": None, "expected": side_table[0], "ok": False, "error_side": "index",
                 "error": "%s: %s" % (type(exc).__name__, exc)}
-    out = {"entries": side_index[0], "expected": side_table[0], "ok": side_index == side_table,
+    out: Dict[str, Any] = {"entries": side_index[0], "expected": side_table[0], "ok": side_index == side_table,
            "lacks": 0, "excess": 0, "covering": "COVERING INDEX" in plan}
     if skipped:
         out["keys_unread"] = "expression keys read from the table (this SQLite reads them through the index " \
@@ -141,7 +147,7 @@ def index_truth(conn, q, iname, sql, where, distinct=False):
     return out
 
 
-def _raw_rows(conn, sql):
+def _raw_rows(conn: sqlite3.Connection, sql: str) -> Iterator[List[Any]]:
     """The rows of `sql` with TEXT as its stored bytes: text that is not valid UTF-8 (which SQLite
     stores and returns) is compared, never a decoding failure."""
     old = conn.text_factory
@@ -157,7 +163,7 @@ def _raw_rows(conn, sql):
         conn.text_factory = old
 
 
-def fingerprint(conn, sql):
+def fingerprint(conn: sqlite3.Connection, sql: str) -> Tuple[int, int]:
     """(rows, sum of the rows' hashes): the same multiset of tuples gives the same pair, in any order."""
     n = s = 0
     for batch in _raw_rows(conn, sql):
@@ -166,16 +172,17 @@ def fingerprint(conn, sql):
     return n, s & MASK
 
 
-def merge(conn, table_sql, index_sql):
+def merge(conn: sqlite3.Connection, table_sql: str, index_sql: str) -> Tuple[Counter[Any], Counter[Any]]:
     """(rows the index lacks, rows it holds in excess) as multisets of tuples."""
-    want, have = collections.Counter(), collections.Counter()
+    want: Counter[Any] = collections.Counter()
+    have: Counter[Any] = collections.Counter()
     for counter, sql in ((want, table_sql), (have, index_sql)):
         for batch in _raw_rows(conn, sql):
             counter.update(batch)
     return want - have, have - want
 
 
-def _rowids(counter, cols):
+def _rowids(counter: Counter[Any], cols: List[str]) -> List[Any]:
     """The first SHOWN rowids (or whole tuples, without a rowid column) of a mismatch side."""
     at = cols.index("rowid") if "rowid" in cols else None
     rows = [r[at] if at is not None else r for r in counter]
@@ -186,7 +193,7 @@ def _rowids(counter, cols):
     return rows[:SHOWN]
 
 
-def _is_integer_pk(conn, table, col):
+def _is_integer_pk(conn: sqlite3.Connection, table: str, col: str) -> bool:
     """An INTEGER PRIMARY KEY column is the rowid itself: no separate distinct check needed."""
     for r in conn.execute("PRAGMA table_info(%s)" % audit_fts.qi(table)).fetchall():
         if r[1] == col:

@@ -3,6 +3,8 @@ python's SQLite (FTS5, trigram, a sqlite3 shell whose .recover works), the syste
 manager's hermes units, and whether gateway.pid points at a live gateway. The host's sqlite3 may lack `.recover`; a pid file may
 outlive its gateway or name a reused pid.
 """
+from __future__ import annotations
+
 import json
 import os
 import shutil
@@ -10,12 +12,14 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+from typing import Any, Dict, Optional
 
 from fleetops.remote.hermes import holders as hermes_holders
 
-def os_release(path="/etc/os-release"):
+
+def os_release(path: str = "/etc/os-release") -> Optional[Dict[str, Optional[str]]]:
     """{id, version, name} from os-release (ID, VERSION_ID, PRETTY_NAME), or None where there is none."""
-    fields = {}
+    fields: Dict[str, str] = {}
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -28,7 +32,7 @@ def os_release(path="/etc/os-release"):
             "name": fields.get("PRETTY_NAME") or fields.get("NAME")}
 
 
-def system():
+def system() -> Dict[str, Any]:
     """What the host is: architecture, OS and release, kernel, this python and its SQLite (the
     field's aarch64 Oracle A1 hosts and Debian 12's SQLite 3.40.1 behave differently)."""
     u = os.uname()
@@ -37,11 +41,12 @@ def system():
             "sqlite": sqlite3.sqlite_version}
 
 
-def host_tooling():
+def host_tooling() -> Dict[str, Any]:
     """What this host's python/sqlite can do: FTS5, trigram, a sqlite3 shell and whether its .recover works."""
-    out = {"python": "%d.%d.%d" % sys.version_info[:3], "python_executable": sys.executable,
-           "sqlite_version": sqlite3.sqlite_version, "fts5": False, "trigram": False, "dbstat": False,
-           "sqlite3_shell": None, "shell_version": None, "recover": None, "notes": [], "system": system()}
+    out: Dict[str, Any] = {"python": "%d.%d.%d" % sys.version_info[:3], "python_executable": sys.executable,
+                           "sqlite_version": sqlite3.sqlite_version, "fts5": False, "trigram": False,
+                           "dbstat": False, "sqlite3_shell": None, "shell_version": None, "recover": None,
+                           "notes": [], "system": system()}
     mem = sqlite3.connect(":memory:")
     try:
         for key, sql in (("fts5", "CREATE VIRTUAL TABLE f USING fts5(x)"),
@@ -96,11 +101,9 @@ def host_tooling():
     return out
 
 
-# --- services ---------------------------------------------------------------------------------
-
-def services():
+def services() -> Dict[str, Any]:
     """systemd user manager: does it answer, and the hermes* units it knows."""
-    out = {"user_manager": None, "detail": None, "units": {}}
+    out: Dict[str, Any] = {"user_manager": None, "detail": None, "units": {}}
     systemctl = shutil.which("systemctl")
     if systemctl is None:
         out["user_manager"] = "no systemctl"
@@ -139,7 +142,7 @@ def services():
     return out
 
 
-def gateway_pid(home):
+def gateway_pid(home: str) -> Optional[Dict[str, Any]]:
     """gateway.pid (JSON) pointing at a live gateway, a stale pid, or a reused one."""
     path = os.path.join(home, "gateway.pid")
     try:
@@ -156,7 +159,7 @@ def gateway_pid(home):
         except ValueError:
             return {"pid": None, "state": "unreadable pid file"}
     info = hermes_holders.process_info(pid)
-    out = {"pid": pid, "state": None}
+    out: Dict[str, Any] = {"pid": pid, "state": None}
     if info is None or info["state"] == "Z":
         out["state"] = "stale (no such process)"
     elif isinstance(data, dict) and data.get("start_time") not in (None, info["start_time"]):

@@ -5,13 +5,18 @@ quick_check must get a large N: the default cap of 100 hid structural damage beh
 SQLite < 3.43 names a damaged page, not its tree, so page_owners walks the b-trees to say whose
 page it is; when the whole-file check aborts, each table is checked alone to localise the damage.
 """
+from __future__ import annotations
+
 import re
 import sqlite3
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set
 
 from fleetops.remote.hermes import audit_fts
+from fleetops.remote.hermes.audit_schema import Obj, Objs
 from fleetops.remote.sqlite.fileformat.errors import FormatError
 from fleetops.remote.sqlite.fileformat.reader import SQLiteFile
 from fleetops.remote.sqlite.fileformat.wal import parse_wal
+from fleetops.remote.sqlite.pins import Pins
 
 SAMPLES = 5
 KEEP_LINES = 200
@@ -30,11 +35,12 @@ _INDEX_MSG_RES = (
 _TABLE_COL_RE = re.compile(r"^(NULL|NUMERIC|TEXT|BLOB|INTEGER|REAL) value in ([^.\s]+)\.(\S+)")
 _CHECK_RE = re.compile(r"^CHECK constraint failed in (\S+)")
 _FTS_MSG_RE = re.compile(r"(?:FTS5 table|fts5[^\"]*table) \"?(?:main\.)?([A-Za-z0-9_]+)\"?", re.I)
+Groups = Dict[str, Dict[str, Any]]     # check lines by the object they blame: {count, kind, table, samples}
+OwnerOf = Callable[[int], Optional[str]]     # a page's b-tree (PageOwners)
 
 
-# --- page -> b-tree map (for SQLite < 3.43, whose check lines name pages, not trees) ----------
-
-def page_owners(pins, header, objs, use_wal, wanted=None):
+def page_owners(pins: Pins, header: Dict[str, Any], objs: Objs, use_wal: bool,
+                wanted: Optional[Iterable[int]] = None) -> Dict[int, str]:
     """{page number: object name} for the pages reachable from each root (interior, leaf, and the
     damaged ones a parent points at), by the shared format reader; with `wanted`, the walk
     stops once every wanted page is placed and only those are kept.
@@ -44,7 +50,8 @@ def page_owners(pins, header, objs, use_wal, wanted=None):
     `use_wal` the WAL's frames are laid over the main file up to its last commit whose
     cumulative checksums hold, as SQLite itself would read them.
     """
-    overlay, db_pages = {}, None
+    overlay: Dict[int, bytes] = {}
+    db_pages = None
     wal = pins.read_all("-wal") if use_wal else None
     if wal:
         try:
@@ -53,24 +60,24 @@ def page_owners(pins, header, objs, use_wal, wanted=None):
                 overlay, db_pages = w["pages"], w["db_pages"]
         except FormatError:
             overlay = {}
-    owners = {}
-    wanted = set(wanted) if wanted is not None else None
+    owners: Dict[int, str] = {}
+    want = set(wanted) if wanted is not None else None
     with SQLiteFile(data=pins.mapped("") or b"", overlay=overlay, page_count=db_pages) as f:
-        claimed = {}
+        claimed: Dict[int, str] = {}
         for o in sorted(objs.values(), key=lambda x: x["rootpage"] or 0):
             root = o["rootpage"]
             if not root:
                 continue
             walk = f.walk_btree(int(root), owner=o["name"], claimed=claimed)
             for pg in list(walk.pages) + list(walk.bad_pages):
-                if wanted is None or pg in wanted:
+                if want is None or pg in want:
                     owners.setdefault(pg, o["name"])
-            if wanted is not None and wanted.issubset(owners):
+            if want is not None and want.issubset(owners):
                 break
     return owners
 
 
-def _object_kind(obj):
+def _object_kind(obj: Optional[Obj]) -> str:
     """How an object's damage counts: 'fts', 'index' (non-FTS index) or 'table'."""
     if obj is None:
         return "table"
@@ -79,27 +86,28 @@ def _object_kind(obj):
     return "index" if obj["type"] == "index" else "table"
 
 
-def attribute(lines, objs, owner_of=None):
+def attribute(lines: List[str], objs: Objs, owner_of: Optional[OwnerOf] = None) -> Groups:
     """Group integrity-check lines by the object they name: {object: {count, kind, table, samples}}.
 
     `owner_of(page) -> object name` resolves the page-only lines of older SQLite versions.
     """
-    by_root = {}
-    for o in objs.values():
-        if o["rootpage"]:
-            by_root[int(o["rootpage"])] = o
+    by_root: Dict[int, Obj] = {}
+    for obj in objs.values():
+        if obj["rootpage"]:
+            by_root[int(obj["rootpage"])] = obj
     by_root.setdefault(1, {"name": "sqlite_master", "type": "table", "tbl_name": "sqlite_master",
                            "role": "table", "fts": None, "rootpage": 1})
-    groups = {}
+    groups: Groups = {}
 
-    def add(name, kind, table, line):
+    def add(name: str, kind: str, table: Optional[str], line: str) -> None:
         g = groups.setdefault(name, {"count": 0, "kind": kind, "table": table, "samples": []})
         g["count"] += 1
         if len(g["samples"]) < SAMPLES:
             g["samples"].append(line)
 
-    if hasattr(owner_of, "want"):
-        owner_of.want(int(m.group(1)) for m in (
+    want = getattr(owner_of, "want", None)
+    if want is not None:
+        want(int(m.group(1)) for m in (
             (_OLD_TREE_RE.match(line) or _PAGE_MSG_RE.match(line)) for line in lines
             if not (_TREE_RE.match(line) or _TREE_ONLY_RE.match(line))) if m)
     for line in lines:
@@ -154,11 +162,12 @@ def attribute(lines, objs, owner_of=None):
     return groups
 
 
-def run_integrity(conn, objs, pragma, max_errors, table=None, owner_of=None):
+def run_integrity(conn: sqlite3.Connection, objs: Objs, pragma: str, max_errors: int, table: Optional[str] = None,
+                  owner_of: Optional[OwnerOf] = None) -> Dict[str, Any]:
     """PRAGMA quick_check/integrity_check with a cap; {"ok", "error_count", "capped", "aborted", "by_object", "lines"}."""
     arg = audit_fts.qi(table) if table else str(int(max_errors))
-    out = {"check": pragma, "max_errors": None if table else int(max_errors), "ok": False, "error_count": 0,
-           "capped": False, "aborted": None, "by_object": {}, "lines": []}
+    out: Dict[str, Any] = {"check": pragma, "max_errors": None if table else int(max_errors), "ok": False,
+                           "error_count": 0, "capped": False, "aborted": None, "by_object": {}, "lines": []}
     try:
         rows = [r[0] for r in conn.execute("PRAGMA %s(%s)" % (pragma, arg))]
     except sqlite3.Error as exc:
@@ -167,7 +176,7 @@ def run_integrity(conn, objs, pragma, max_errors, table=None, owner_of=None):
     if rows == ["ok"]:
         out["ok"] = True
         return out
-    lines = []
+    lines: List[str] = []
     for r in rows:
         lines.extend(str(r).splitlines())
     errs = [l for l in lines if not l.startswith("*** in database")]
@@ -185,7 +194,8 @@ SCHEMA_TABLE = {"name": "sqlite_master", "type": "table", "tbl_name": "sqlite_ma
                 "role": "table", "fts": None, "sql": ""}
 
 
-def integrity_fallback(conn, objs, pragma, owner_of=None, with_schema=False):
+def integrity_fallback(conn: sqlite3.Connection, objs: Objs, pragma: str, owner_of: Optional[OwnerOf] = None,
+                       with_schema: bool = False) -> Dict[str, Any]:
     """When the whole-file check aborts: check each real table alone to localise the damage
     (`with_schema`: sqlite_master too).
 
@@ -194,7 +204,7 @@ def integrity_fallback(conn, objs, pragma, owner_of=None, with_schema=False):
     """
     if sqlite3.sqlite_version_info < (3, 33, 0):
         return {"done": False, "reason": "SQLite %s has no per-table check" % sqlite3.sqlite_version}
-    out = {"done": True, "tables": {}, "by_object": {}}
+    out: Dict[str, Any] = {"done": True, "tables": {}, "by_object": {}}
     for o in list(objs.values()) + ([SCHEMA_TABLE] if with_schema else []):
         if o["type"] != "table" or not o["rootpage"]:
             continue
@@ -215,18 +225,18 @@ class PageOwners(object):
     """owner_of(page) for attribute(): the b-tree walk runs once, on first need, and only as far
     as the pages the check's lines name (`want`)."""
 
-    def __init__(self, pins, header, objs, use_wal):
+    def __init__(self, pins: Pins, header: Dict[str, Any], objs: Objs, use_wal: bool) -> None:
         self.args = (pins, header, objs, use_wal)
-        self.wanted = None
-        self.map = None
+        self.wanted: Optional[Set[int]] = None
+        self.map: Optional[Dict[int, str]] = None
 
-    def want(self, pages):
+    def want(self, pages: Iterable[int]) -> None:
         pages = set(pages)
         if self.wanted is None or not pages <= self.wanted:
             self.wanted = (self.wanted or set()) | pages
             self.map = None
 
-    def __call__(self, pg):
+    def __call__(self, pg: int) -> Optional[str]:
         if self.map is None:
             try:
                 self.map = page_owners(*self.args, wanted=self.wanted)
@@ -235,7 +245,8 @@ class PageOwners(object):
         return self.map.get(pg)
 
 
-def integrity_tables(conn, objs, pragma, owner_of, why):
+def integrity_tables(conn: sqlite3.Connection, objs: Objs, pragma: str, owner_of: Optional[OwnerOf],
+                     why: str) -> Dict[str, Any]:
     """The check table by table (every b-tree, FTS shadow tables included), for a budgeted audit on
     an SQLite whose whole-file check also runs each virtual table's own (FTS5's costs ten times the
     b-trees'). What that leaves out, `why` says: no virtual table's own check, and no page
@@ -248,7 +259,8 @@ def integrity_tables(conn, objs, pragma, owner_of, why):
             "unreferenced_pages": 0, "by_table": fb.get("tables"), "tables_only": why}
 
 
-def integrity(conn, objs, pragma, max_errors, owner_of, tables_only=None):
+def integrity(conn: sqlite3.Connection, objs: Objs, pragma: str, max_errors: int, owner_of: Optional[OwnerOf],
+              tables_only: Optional[str] = None) -> Dict[str, Any]:
     """The whole-file check, localised table by table when it aborts; with `tables_only` (why),
     table by table from the start (integrity_tables)."""
     if tables_only:
@@ -266,9 +278,9 @@ def integrity(conn, objs, pragma, max_errors, owner_of, tables_only=None):
     return integ
 
 
-def foreign_keys(conn, honesty, limit=100000):
+def foreign_keys(conn: sqlite3.Connection, honesty: Dict[str, Dict[str, Any]], limit: int = 100000) -> Dict[str, Any]:
     """PRAGMA foreign_key_check counted by child table; violations whose parent has a damaged index are unreliable."""
-    out = {"violations": 0, "by_table": {}, "unreliable": 0, "samples": [], "error": None}
+    out: Dict[str, Any] = {"violations": 0, "by_table": {}, "unreliable": 0, "samples": [], "error": None}
     bad_parents = set(t for t, r in honesty.items()
                       if r["errors"] or any(i.get("ok") is False for i in r["indexes"].values()))
     try:

@@ -15,22 +15,23 @@ reads before opening.
 - a zero-length or non-SQLite file is never handed to SQLite (a zero-page file with a
   -wal makes SQLite delete the -wal on open): read_header checks the header first.
 """
+from __future__ import annotations
+
 import os
 import shutil
 import sqlite3
 import tempfile
-
-try:
-    from urllib.parse import quote as _urlquote
-except ImportError:  # pragma: no cover
-    from urllib import quote as _urlquote
+from typing import Any, Dict, List, Optional, Tuple
+from urllib.parse import quote as _urlquote
 
 from fleetops.remote.sqlite.fileformat.errors import FormatError
 from fleetops.remote.sqlite.fileformat.header import HEADER_MAGIC, parse_header
 from fleetops.remote.sqlite.fileformat.wal import apply_wal, read_wal
 
+Warning = Dict[str, str]     # {code, msg}: never changes the verdict
 
-def _user(uid):
+
+def _user(uid: int) -> str:
     try:
         import pwd
         return pwd.getpwuid(uid).pw_name
@@ -38,7 +39,7 @@ def _user(uid):
         return str(uid)
 
 
-def file_facts(path):
+def file_facts(path: str) -> Optional[Dict[str, Any]]:
     try:
         st = os.stat(path)
     except OSError:
@@ -47,7 +48,7 @@ def file_facts(path):
             "mode": "%04o" % (st.st_mode & 0o7777), "mtime": st.st_mtime}
 
 
-def read_header(path):
+def read_header(path: str) -> Dict[str, Any]:
     """The 100-byte SQLite header, parsed by the shared format reader without SQLite:
     {"valid": bool, "reason", page_size, ...}."""
     try:
@@ -80,7 +81,7 @@ def read_header(path):
     }
 
 
-def free_space(path):
+def free_space(path: str) -> Tuple[Optional[int], Optional[int]]:
     try:
         st = os.statvfs(os.path.dirname(path) or ".")
         return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
@@ -88,12 +89,13 @@ def free_space(path):
         return None, None
 
 
-def open_readonly(db, header, timeout=10.0):
+def open_readonly(db: str, header: Dict[str, Any],
+                  timeout: float = 10.0) -> Tuple[sqlite3.Connection, str, List[Warning]]:
     """(connection, open_mode, warnings) following the module docstring's rules; raises sqlite3.Error."""
     wal_exists = os.path.exists(db + "-wal")
     shm_exists = os.path.exists(db + "-shm")
     base = "file:%s?mode=ro" % _urlquote(os.path.abspath(db))
-    warnings = []
+    warnings: List[Warning] = []
     if header.get("journal_mode") == "wal" and not wal_exists:
         attempts = [("immutable", base + "&immutable=1")]
     elif wal_exists and not shm_exists:
@@ -102,7 +104,7 @@ def open_readonly(db, header, timeout=10.0):
         attempts = [("ro+readonly_shm", base + "&readonly_shm=1"), ("ro", base)]
     else:
         attempts = [("ro", base)]
-    last = None
+    last: Optional[sqlite3.Error] = None
     for mode, uri in attempts:
         conn = None
         try:
@@ -114,23 +116,24 @@ def open_readonly(db, header, timeout=10.0):
             last = exc
             if conn is not None:
                 conn.close()
+    assert last is not None     # attempts is never empty
     raise last
 
 
-def conn_uri(db, mode):
+def conn_uri(db: str, mode: str) -> str:
     """The URI open_readonly opened `db` with in `mode`: each worker opens the file the same way."""
     base = "file:%s?mode=ro" % _urlquote(os.path.abspath(db))
     return base + {"immutable": "&immutable=1", "ro+readonly_shm": "&readonly_shm=1"}.get(mode, "")
 
 
-def bound_memory(conn, opts):
+def bound_memory(conn: sqlite3.Connection, opts: Dict[str, Any]) -> None:
     """A fixed page cache and no memory map per connection: a 10 GB store costs the host a few
     MB per worker, not its size in RAM, and evicts little of the page cache the gateway uses."""
     conn.execute("PRAGMA cache_size=-%d" % int(opts["cache_kib"]))
     conn.execute("PRAGMA mmap_size=0")
 
 
-def worker_connection(uri, opts):
+def worker_connection(uri: str, opts: Dict[str, Any]) -> sqlite3.Connection:
     """One more read-only connection, in its own read transaction, for a check worker."""
     conn = sqlite3.connect(uri, uri=True, timeout=opts["busy_timeout"], isolation_level=None,
                            check_same_thread=False)
@@ -144,7 +147,7 @@ def worker_connection(uri, opts):
     return conn
 
 
-def wal_frames(summary):
+def wal_frames(summary: Dict[str, Any]) -> str:
     """What of a -wal SQLite replays and what it ignores, in words (read_wal's summary)."""
     if summary.get("error"):
         return "SQLite ignores it whole (%s)" % summary["error"]
@@ -160,7 +163,7 @@ def wal_frames(summary):
     return ", ".join(parts)
 
 
-def wal_image(db, header):
+def wal_image(db: str, header: Dict[str, Any]) -> Tuple[str, Optional[str], List[Warning], Optional[Dict[str, Any]]]:
     """For a -wal without -shm: (path to audit, temporary directory or None, warnings, WAL summary).
 
     With committed frames, the path is a private copy with them applied (the image SQLite itself

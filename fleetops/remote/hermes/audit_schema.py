@@ -1,16 +1,25 @@
 """The store's schema objects as the audit judges them: which are FTS tables, their shadow
 tables and indexes (damage there is rebuildable), and which are the base tables whose rows count."""
+from __future__ import annotations
+
 import re
+import sqlite3
+from typing import Any, Dict, List, Tuple
 
 FTS_SHADOW_SUFFIXES = ("_data", "_idx", "_content", "_docsize", "_config",            # fts5
                        "_segments", "_segdir", "_stat")                               # fts3/4
+# one sqlite_master row with its role ({type, name, tbl_name, rootpage, sql, role, fts}), by name
+Obj = Dict[str, Any]
+Objs = Dict[str, Obj]
+# each FTS table's settings ({module, tokenizer, detail, content, columnsize}), by name
+FtsSpecs = Dict[str, Dict[str, Any]]
 
 
-def read_schema(conn):
+def read_schema(conn: sqlite3.Connection) -> Tuple[Objs, FtsSpecs]:
     """Objects of sqlite_master with FTS roles worked out: {name: {type, tbl_name, rootpage, sql, role, fts}}."""
     rows = conn.execute("SELECT type, name, tbl_name, rootpage, sql FROM sqlite_master").fetchall()
-    objs = {}
-    fts = {}
+    objs: Objs = {}
+    fts: FtsSpecs = {}
     for typ, name, tbl, root, sql in rows:
         objs[name] = {"type": typ, "name": name, "tbl_name": tbl, "rootpage": root, "sql": sql or "",
                       "role": typ, "fts": None}
@@ -44,6 +53,6 @@ def read_schema(conn):
     return objs, fts
 
 
-def base_tables(objs):
+def base_tables(objs: Objs) -> List[Obj]:
     return [o for o in objs.values() if o["type"] == "table" and o["role"] == "table"
             and o["rootpage"] and not o["name"].startswith("sqlite_stat")]

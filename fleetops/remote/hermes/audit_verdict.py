@@ -1,6 +1,9 @@
 """The verdict rules: the conditions a store is in (worst first), the reasons that name each
 finding, errors per object, and the warnings that never change the verdict. A check that could
 not complete fails closed."""
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 VERDICTS = ("healthy", "fts_index_damage", "index_damage", "structural_corruption",
             "unreadable", "retired_wal", "not_persisting", "missing")
@@ -9,21 +12,21 @@ SEVERITY = {"structural_corruption": 6, "unreadable": 6, "retired_wal": 5, "not_
             "fts_index_damage": 3, "missing": 2, "healthy": 0}
 
 
-def classify(rec):
+def classify(rec: Dict[str, Any]) -> Tuple[str, List[str], List[str]]:
     """Classify from the gathered figures; fail closed when a check could not complete."""
-    conds = []
-    reasons = []
+    conds: List[str] = []
+    reasons: List[str] = []
     integ = rec.get("integrity") or {}
     by_obj = integ.get("by_object") or {}
-    kinds = {}
+    kinds: Dict[str, List[str]] = {}
     for name, g in by_obj.items():
         kinds.setdefault(g["kind"], []).append(name)
     if rec["holders"] and rec["holders"].get("retired"):
         conds.append("retired_wal")
         reasons.append("a process holds a deleted (retired) WAL generation: stop it, do not repair")
-    structural = []
-    index = []
-    fts = []
+    structural: List[str] = []
+    index: List[str] = []
+    fts: List[str] = []
     for name in kinds.get("table", []) + kinds.get("constraint", []):
         structural.append("%s: %d integrity errors" % (name, by_obj[name]["count"]))
     if integ.get("unreferenced_pages") and not by_obj:
@@ -72,7 +75,7 @@ def classify(rec):
     return verdict, conds, reasons
 
 
-def stale_rows(indexes):
+def stale_rows(indexes: Dict[str, Dict[str, Any]]) -> Set[Any]:
     """Rows the table and every one of its (two or more) indexes disagree on: a row none of them
     holds, or one at least two of them hold with other values. One index against its table cannot
     say which side is wrong; when all of them agree against the table, the table's page is the
@@ -91,7 +94,7 @@ def stale_rows(indexes):
     return absent | twice
 
 
-def stale_reason(table, rows, n):
+def stale_reason(table: str, rows: Set[Any], n: int) -> str:
     shown = sorted(rows, key=repr)[:5]
     return "%s: %s %s disagree%s with all %d of its indexes, which agree with each other: the table's " \
            "copy is older than its indexes (a lost write)" % (
@@ -99,9 +102,9 @@ def stale_reason(table, rows, n):
                "s" if len(rows) == 1 else "", n)
 
 
-def index_reason(table, iname, i):
+def index_reason(table: str, iname: str, i: Dict[str, Any]) -> str:
     """What a dishonest index lacks and holds in excess, by rowid; equal counts never read as a finding."""
-    def rows(key):
+    def rows(key: str) -> str:
         shown = i.get(key + "_rows") or []
         n = i.get(key) or 0
         return "%d (%s %s%s)" % (n, "rowid" if n == 1 else "rowids", ", ".join(str(r) for r in shown),
@@ -118,11 +121,11 @@ def index_reason(table, iname, i):
         "; %d entries disagree with their row's values" % len(same) if same else "")
 
 
-def errors_by_object(rec):
+def errors_by_object(rec: Dict[str, Any]) -> Dict[str, int]:
     """{object: count} over every finding: integrity lines, duplicated rows, dishonest indexes, FK, FTS checks."""
-    out = {}
+    out: Dict[str, int] = {}
 
-    def add(name, n):
+    def add(name: str, n: int) -> None:
         out[name] = out.get(name, 0) + int(n)
 
     integ = rec.get("integrity") or {}
@@ -148,14 +151,14 @@ def errors_by_object(rec):
     return out
 
 
-def base_tables_fail(integ, honesty):
+def base_tables_fail(integ: Optional[Dict[str, Any]], honesty: Dict[str, Dict[str, Any]]) -> Optional[str]:
     """Why the base tables are already known damaged (the store is structurally corrupt
     whatever its FTS indexes hold), or None."""
     _, conds, reasons = classify({"integrity": integ, "honesty": honesty, "holders": None})
     return reasons[0] if "structural_corruption" in conds else None
 
 
-def add_warnings(rec, opts, tooling):
+def add_warnings(rec: Dict[str, Any], opts: Dict[str, Any], tooling: Dict[str, Any]) -> None:
     """Warnings never change the verdict: no recent verified backup, big WAL, unknown holders, low space."""
     w = rec["warnings"]
     files = rec.get("files") or {}
@@ -199,6 +202,6 @@ def add_warnings(rec, opts, tooling):
             w.append({"code": "fts_unchecked", "msg": "%s: %s" % (name, f["reason"])})
 
 
-def worst(verdicts):
-    verdicts = list(verdicts)
-    return max(verdicts, key=lambda v: SEVERITY.get(v, 6)) if verdicts else None
+def worst(verdicts: Iterable[str]) -> Optional[str]:
+    listed = list(verdicts)
+    return max(listed, key=lambda v: SEVERITY.get(v, 6)) if listed else None
