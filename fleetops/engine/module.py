@@ -86,6 +86,7 @@ class Module:
     any_args: bool = False        # set_fact: every key is accepted (a variable name), `args` lists the special ones
     uses_become: bool = True      # False: runs as the login user even when the task or host has become
     condition_args: tuple = ()    # assert's `that`: bare conditions, checked as `when:` is before the run
+    bypass_host_loop: bool = False  # add_host: once per task, on the first host (ansible-core's BYPASS_HOST_LOOP)
 
     @classmethod
     def check_static(cls, args: dict, where: str) -> None:

@@ -111,7 +111,9 @@ class TaskLoop:
         name = task_label(task)
         run.events.task_start(pctx.index, tindex, name, task.module, list(live))
         pctx.active = run.live_hosts(pctx, live)
-        if task.run_once:
+        if getattr(run.modules.get(task.module or ""), "bypass_host_loop", False) and live:
+            futures = [run.pool.submit(self._host_task, pctx, task, live[0], frame)]   # the others get no result
+        elif task.run_once:
             futures = [run.pool.submit(self._host_task_once, pctx, task, list(live), frame)]
         else:
             futures = [run.pool.submit(self._host_task, pctx, task, h, frame) for h in live]

@@ -36,13 +36,16 @@ def task_magic(task: Any, play: Any, options: Any, playbook_dir: str, inventory_
         path = os.path.abspath(inventory_path)
         out.update(inventory_file=path, inventory_dir=path if os.path.isdir(path) else os.path.dirname(path),
                    ansible_inventory_sources=[path])
-    search = [playbook_dir]
+    search = []         # ansible-core's Task.get_search_path, the playbook's directory last
     if task is not None and task.role:
         out.update(role_name=task.role, ansible_role_name=task.role)
         if task.role_path:
             out["role_path"] = task.role_path
-            search.insert(0, task.role_path)
-    out["ansible_search_path"] = search
+            search.append(task.role_path)
+    where = getattr(task, "where", None) if task is not None else None
+    if where:
+        search.append(os.path.dirname(os.path.abspath(where.rsplit(":", 2)[0])))
+    out["ansible_search_path"] = list(dict.fromkeys(search + [playbook_dir]))
     return out
 
 

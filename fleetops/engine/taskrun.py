@@ -128,6 +128,11 @@ def record(run: RunContext, host: str, task: Task, frame: Frame, res: dict, star
 
     if secret_values:
         st.secrets |= secret_values   # a later task may show a fact templated from one
+    if not failed and not unreachable and "run_once_host" not in res:
+        added = [r for r in [res] + list(res.get("results", ())) if isinstance(r, dict) and "add_host" in r]
+        if added:                      # before register: `changed` says whether the inventory did
+            _add_hosts(run, added)
+            res["changed"] = any(r.get("changed") for r in added)
     if task.register:
         st.persistent[task.register] = mark_unsafe(res)
     if not failed and not unreachable:
@@ -164,6 +169,18 @@ def record(run: RunContext, host: str, task: Task, frame: Frame, res: dict, star
     if failed and not ignored:
         return "rescued" if rescued else "failed"
     return "skipped" if res.get("skipped") else "ok"
+
+
+def _add_hosts(run: RunContext, items: list) -> None:
+    """add_host's results (each loop item's) join the inventory, as ansible-core's strategy adds
+    them: `changed` says whether the host, its variables or its groups are new."""
+    for r in items:
+        info = r.get("add_host")
+        if isinstance(info, dict) and not r.get("failed") and not r.get("skipped"):
+            name = str(info["host_name"])
+            r["changed"] = run.inventory.add_host_at_run_time(name, list(info.get("groups") or []),
+                                                              dict(info.get("host_vars") or {}))
+            run.groups_changed(name)
 
 
 def _coerce(value, spec: Arg):

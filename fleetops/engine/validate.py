@@ -181,6 +181,25 @@ def _select(play: Play, inventory, grouping: bool = False) -> list:
     return hosts
 
 
+def _refuse_unread_handlers(play: Play) -> None:
+    """A handler whose include's file was refused (an unknown module, say) is an error only if a
+    task can notify it: ansible-core reads it when it runs, and one that no task notifies never
+    does (setup_remote_tmp_dir's Windows clean-up on a Linux host). A templated notify could name
+    any handler."""
+    unread = [h for h in play.handlers if h.unread is not None]
+    if not unread:
+        return
+    every = list(walk_tasks(list(play.tasks) + list(play.handlers)))
+    for t in every:
+        if t.dynamic is not None:
+            every.extend(walk_tasks(t.dynamic.candidates))
+    notified = {n for t in every for n in (t.notify or ())}
+    templated = any(Templar.is_template(n) for n in notified)
+    for h in unread:
+        if templated or h.name in notified or notified & set(h.listen or ()):
+            raise h.unread
+
+
 def _runtime_names(play: Play, modules: dict, base_dir: str) -> set:
     """Names a play defines while it runs: `register:`, set_fact keys, and what a module says it
     defines (`defines(task, base_dir)`: include_vars' files)."""
@@ -286,7 +305,9 @@ def validate(playbook: Playbook, inventory, extra_vars: dict, modules: dict) -> 
     seen_templates: set = set()
     extra = set(extra_vars or {})
     runtime: set = set()   # registered / set_fact names persist per host across plays
-    grouping = False       # a group_by ran before: later patterns may name the groups it makes
+    grouping = False       # a group_by or add_host ran before: later patterns may name what it makes
+    adds_hosts = any(t.module == "add_host" for play in playbook.plays
+                     for t in walk_tasks(list(play.tasks) + list(play.handlers)))
     for play in playbook.plays:
         for name, where in play.prompts:
             if name not in extra:
@@ -305,7 +326,8 @@ def validate(playbook: Playbook, inventory, extra_vars: dict, modules: dict) -> 
         if play.limit_templates:
             _resolve_limits(templar, play, files, extra_vars, inventory)
         hosts = _select(play, inventory, grouping)
-        grouping = grouping or any(t.module == "group_by" for t in walk_tasks(list(play.tasks) + list(play.handlers)))
+        grouping = grouping or any(t.module in ("group_by", "add_host")
+                                   for t in walk_tasks(list(play.tasks) + list(play.handlers)))
         check_connections(inventory, hosts, extra_vars, playbook.dir)
         inv_names: set = set()
         for host in hosts:
@@ -316,6 +338,7 @@ def validate(playbook: Playbook, inventory, extra_vars: dict, modules: dict) -> 
         known = (extra | set(play.vars) | inv_names | runtime | FACT_NAMES | MAGIC_VARS
                  | {k for f in files for k in f})
         handlers = {h.name for h in play.handlers if h.name} | {n for h in play.handlers for n in h.listen}
+        _refuse_unread_handlers(play)
         checker = _Checker(templar, handlers, modules)
         checker.check_vars(play.vars, known, play.key_where("vars"))
         for f in files:
@@ -326,7 +349,8 @@ def validate(playbook: Playbook, inventory, extra_vars: dict, modules: dict) -> 
                     raise BadInput(f"unknown module '{task.module}'", where=task.key_where(task.module))
                 check_args(task, modules)
             target = task.delegate_to
-            if (target is not None and not Templar.is_template(target) and target not in ("localhost", "127.0.0.1")
+            if (target is not None and not adds_hosts and not Templar.is_template(target)
+                    and target not in ("localhost", "127.0.0.1")
                     and target not in getattr(inventory, "hosts", {target: None})):
                 raise BadInput(f"delegate_to {target!r} is not a host of the inventory",
                                where=task.key_where("delegate_to"))

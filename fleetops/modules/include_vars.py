@@ -33,20 +33,50 @@ def find(name: str, task, base_dir: str) -> str | None:
     return None
 
 
-def dir_files(path: str, extensions) -> list:
+def dir_files(path: str, extensions, depth: int = 0, matching: str | None = None, ignore=(),
+              unknown_ok: bool = True, skip: str | None = None) -> list:
+    """A directory's vars files as ansible-core's include_vars walks it: folders in order, each
+    folder's files sorted, at most `depth` levels (0: all), names matching `files_matching` and
+    none of `ignore_files` (regular expressions, anchored at the end); a file of another
+    extension is passed over, or with `ignore_unknown_extensions` false an error (ValueError)."""
     out = []
-    for root, dirs, files in os.walk(path):
-        dirs.sort()
-        out += [os.path.join(root, f) for f in sorted(files)
-                if not f.startswith(".") and f.rsplit(".", 1)[-1] in extensions]
+    walked = sorted(os.walk(path, followlinks=True), key=lambda w: w[0])
+    for root, _, files in walked:
+        level = 1 if root == path else len(os.path.relpath(root, path).split(os.sep)) + 1   # the folder itself is 1
+        if depth and level > depth:
+            continue
+        for f in sorted(files):
+            full = os.path.join(root, f)
+            if full == skip or (matching and not re.search(matching, f)):
+                continue
+            if any(re.search(rf"{rx}$", f) for rx in ignore):
+                continue
+            if f.rsplit(".", 1)[-1] not in extensions or "." not in f:
+                if unknown_ok:
+                    continue
+                raise ValueError(f"{full} does not have a valid extension: {', '.join(extensions)}")
+            out.append(full)
     return out
+
+
+def _merge(old, new):
+    """hash_behaviour=merge: mappings merged key by key, recursively; anything else replaced."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = dict(old)
+        for k, v in new.items():
+            out[k] = _merge(old.get(k), v) if k in old else v
+        return out
+    return new
 
 
 class IncludeVars(Module):
     name = "include_vars"
     runs_on_controller = True
     free_form = True
-    args = {"file": Arg(str), "dir": Arg(str), "name": Arg(str), "extensions": Arg(list)}
+    args = {"file": Arg(str), "dir": Arg(str), "name": Arg(str), "extensions": Arg(list),
+            "depth": Arg(int, default=0), "files_matching": Arg(str), "ignore_files": Arg((list, str)),
+            "ignore_unknown_extensions": Arg(bool, default=False),
+            "hash_behaviour": Arg(str, choices=("replace", "merge"))}
 
     @staticmethod
     def check_static(args: dict, where: str) -> None:
@@ -87,7 +117,15 @@ class IncludeVars(Module):
         if args.get("dir") is not None:
             if not os.path.isdir(path):
                 return result(failed=True, msg=f"{path} is not a directory")
-            files = dir_files(path, tuple(args.get("extensions") or EXTENSIONS))
+            ignore = args.get("ignore_files") or []
+            role = getattr(task, "role_path", None)
+            try:
+                files = dir_files(path, tuple(args.get("extensions") or EXTENSIONS), int(args.get("depth") or 0),
+                                  args.get("files_matching"), [ignore] if isinstance(ignore, str) else list(ignore),
+                                  bool(args.get("ignore_unknown_extensions")),
+                                  os.path.join(role, "vars", "main.yml") if role else None)
+            except (ValueError, re.error) as exc:
+                return result(failed=True, msg=str(exc), message=str(exc))
         elif os.path.isdir(path):
             return result(failed=True, msg=f"{path} is a directory: use 'dir'")
         else:
@@ -100,4 +138,6 @@ class IncludeVars(Module):
                 return result(failed=True, msg=f"{exc.where or f}: {exc.msg}")
         if args.get("name"):
             data = {str(args["name"]): data}
+        if args.get("hash_behaviour") == "merge":
+            data = {k: _merge(ctx.variables[k], v) if k in ctx.variables else v for k, v in data.items()}
         return result(ansible_included_vars=data, ansible_included_var_files=files)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from fleetops.engine.module import Module
+from fleetops.modules.add_host import AddHost
 from fleetops.modules.apt import Apt
 from fleetops.modules.assert_ import Assert
 from fleetops.modules.command import Command
@@ -21,6 +22,8 @@ from fleetops.modules.package import Package
 from fleetops.modules.pause import Pause
 from fleetops.modules.ping import Ping
 from fleetops.modules.python import Python
+from fleetops.modules.raw import Raw
+from fleetops.modules.script import Script
 from fleetops.modules.service import Service
 from fleetops.modules.set_fact import SetFact
 from fleetops.modules.setup import GatherFactsTask, Setup
@@ -33,7 +36,7 @@ from fleetops.modules.template import Template
 from fleetops.modules.wait_for import WaitFor
 
 GENERIC: tuple[type[Module], ...] = (
-    Apt, Assert, AsyncStatus, Command, Copy, Cron, Debug, Dnf, Fail, Fetch, File, GroupBy, IncludeVars, LineInFile, Meta,
-    Package, Pause, Ping, Python, Service, SetFact, Setup, GatherFactsTask, Shell, Stat, Systemd, SystemdService, SystemdUser, TempFile, Template,
+    AddHost, Apt, Assert, AsyncStatus, Command, Copy, Cron, Debug, Dnf, Fail, Fetch, File, GroupBy, IncludeVars, LineInFile, Meta,
+    Package, Pause, Ping, Python, Raw, Script, Service, SetFact, Setup, GatherFactsTask, Shell, Stat, Systemd, SystemdService, SystemdUser, TempFile, Template,
     WaitFor,
 )

@@ -212,6 +212,33 @@ class Inventory:
         host.groups = sorted(closure, key=lambda n: self.groups[n].sort_key())
         return changed
 
+    def add_host_at_run_time(self, name: str, groups: list, host_vars: dict) -> bool:
+        """add_host, as ansible-core's InventoryManager.add_dynamic_host: the host (new ones under
+        `all`, in `ungrouped` while in no other group), its own variables merged with `host_vars`,
+        and a member of each of `groups` (made under `all` when new). True when anything changed."""
+        self._groups_map = None
+        host = self.hosts.get(name)
+        changed = host is None
+        if host is None:
+            host = self.hosts[name] = Host(name, self.path)
+            host.groups = ["all"]
+            self.all_own_hosts.append(name)
+        merged = {**host.inventory_vars, **host_vars}
+        if merged != host.inventory_vars:
+            host.inventory_vars = merged
+            changed = True
+        for group in groups:
+            changed |= self.add_to_group(name, group)
+        ungrouped = self.groups.get("ungrouped")
+        if ungrouped is not None:
+            alone = not set(host.groups) - {"all", "ungrouped"}
+            if alone and name not in ungrouped.hosts:
+                self.add_to_group(name, "ungrouped")
+            elif not alone and name in ungrouped.hosts:
+                ungrouped.hosts.remove(name)
+                host.groups = [g for g in host.groups if g != "ungrouped"]
+        return changed
+
     def select(self, pattern: str) -> list:
         """Host names matching an Ansible host pattern, in inventory order."""
         return _patterns.match(pattern, self)

@@ -58,6 +58,7 @@ class Task:
     async_val: Any = 0                             # `async:` seconds (int or template); 0: in the foreground
     poll: Any = 15                                 # `poll:` seconds between status checks; 0: fire and forget
     dynamic: Any = None                            # a looped or templated include_*: playbook/dynamic.py
+    unread: Any = None                             # a handler's include its file refused (BadInput): raised if notified
     action: str | None = None                      # the module or include key as written (ansible.builtin.x)
     implicit: bool = False                         # added by fleetops (handler flushes), not in the playbook
     positions: dict = field(default_factory=dict, repr=False)   # key -> file:line:col

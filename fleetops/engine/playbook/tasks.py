@@ -148,8 +148,14 @@ def build_task(m: Mapping, modules: dict, inh: Inherit, handler: bool) -> Task:
         dyn = include_block(m, inc_key, sub, handler, dynamic=True, outer=sub.sub(when=list(inh.when)))
         if isinstance(dyn, DynamicInclude):
             task.dynamic = dyn
-            task.block = None if dyn.templated else read_included(dyn.kind, dyn.name, dyn.froms, dyn.inherit,
-                                                                  dyn.handler, dyn.where, dyn.public)
+            if not dyn.templated:
+                try:
+                    task.block = read_included(dyn.kind, dyn.name, dyn.froms, dyn.inherit, dyn.handler, dyn.where,
+                                               dyn.public)
+                except BadInput as exc:
+                    if not handler:
+                        raise
+                    task.block, task.unread = [], exc   # as ansible-core: a handler's file is read when it runs
             if dyn.templated:
                 dyn.candidates = candidate_tasks(dyn)
         else:

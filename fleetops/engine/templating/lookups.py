@@ -37,6 +37,11 @@ class LookupEnv:
     render_file: Callable[..., str] | None = None
 
     def search_dirs(self) -> list:
+        """The task's `ansible_search_path` (its role's directory, its own file's, the playbook's),
+        else the role's and the playbook's directories."""
+        given = self.variables.get("ansible_search_path") if "ansible_search_path" in self.variables else None
+        if isinstance(given, (list, tuple)) and given:
+            return [str(d) for d in given]
         out = []
         for name in ("role_path", "playbook_dir"):
             d = self.variables.get(name) if name in self.variables else None
@@ -45,18 +50,26 @@ class LookupEnv:
         return out or [os.getcwd()]
 
     def find(self, subdir: str, needle: str, must: bool = True) -> str | None:
-        """The file `needle` by ansible-core's search path, or None / a LookupError_."""
+        """The file `needle` by ansible-core's search path (DataLoader.path_dwim_relative_stack:
+        in each directory `subdir/needle` then `needle`; from a role's nested tasks folder, the
+        role's `subdir` and `tasks` too), or None / a LookupError_."""
         needle = str(needle)
         if needle.startswith(("/", "~")):
             path = os.path.expanduser(needle)
             if os.path.exists(path):
                 return path
         else:
+            cands = []
             for d in self.search_dirs():
-                cands = ([os.path.join(d, subdir, needle)] if needle.split("/")[0] != subdir else [])
-                for cand in cands + [os.path.join(d, needle)]:
-                    if os.path.exists(cand):
-                        return cand
+                parent = os.path.dirname(d)
+                if parent.endswith("/tasks"):
+                    cands += [os.path.join(os.path.dirname(parent), subdir, needle), os.path.join(parent, needle)]
+                if needle.split("/")[0] != subdir:
+                    cands.append(os.path.join(d, subdir, needle))
+                cands.append(os.path.join(d, needle))
+            for cand in cands:
+                if os.path.exists(cand):
+                    return cand
         if must:
             raise LookupError_(f"could not locate file in lookup: {needle}")
         return None

@@ -1,6 +1,7 @@
 """include_vars compared with ansible-playbook on the same files: a file named by a template of
 the host's variables, found in the role's vars/ and the playbook's vars/, `name:`, `dir:`, values
-that stay templates until used, and its precedence over play and task vars."""
+that stay templates until used, its precedence over play and task vars, and a directory's
+`depth`, `files_matching`, `ignore_files`, `ignore_unknown_extensions` and `hash_behaviour: merge`."""
 from __future__ import annotations
 
 import textwrap
@@ -24,6 +25,13 @@ FILES = {
     "vars/extra/a.yml": "from_dir_a: 1\nshared: a\n",
     "vars/extra/b.yaml": "shared: b\n",
     "roles/r/vars/inner.yml": "inner: from_role_vars\n",
+    "vars/deep/a.yml": "a: 1\n",
+    "vars/deep/ignored.yml": "ignored: 1\n",
+    "vars/deep/sub/b.yml": "b: 1\n",
+    "vars/deep/sub/deeper/c.json": "{\"c\": 1}\n",
+    "vars/deep/notes.txt": "not: vars\n",
+    "vars/conf1.yml": "conf: {a: 1, inner: {x: 1}}\n",
+    "vars/conf2.yml": "conf: {b: 2, inner: {y: 2}}\n",
     "roles/r/tasks/main.yml": ("- include_vars: inner.yml\n"
                                "- {name: in_role, debug: {msg: \"{{ inner }}\"}}\n"),
 }
@@ -39,9 +47,19 @@ PLAYBOOK = """
     - {name: named_dir, debug: {msg: "{{ bundle.from_dir_a }} {{ bundle.shared }}"}}
     - include_role: {name: r}
     - {name: after_role, debug: {msg: "{{ inner }}"}}
+    - include_vars: {dir: vars/deep, depth: 2, name: d2, ignore_unknown_extensions: true}
+    - {name: depth, debug: {msg: "{{ d2.keys() | sort | join(',') }}"}}
+    - include_vars: {dir: vars/deep, files_matching: '^[ab]', name: dm}
+    - {name: matching, debug: {msg: "{{ dm.keys() | sort | join(',') }}"}}
+    - include_vars: {dir: vars/deep, ignore_files: ['ignored.yml', '.*[.]txt'], name: di}
+    - {name: ignoring, debug: {msg: "{{ di.keys() | sort | join(',') }}"}}
+    - include_vars: conf1.yml
+    - include_vars: {file: conf2.yml, hash_behaviour: merge}
+    - {name: merged, debug: {msg: "{{ conf.a }} {{ conf.b }} {{ conf.inner.x }} {{ conf.inner.y }}"}}
 """
 INVENTORY = "all:\n  hosts:\n    h1: {ansible_connection: local}\n"
-TASKS = ("by_family", "task_vars_lose", "named_dir", "in_role", "after_role")
+TASKS = ("by_family", "task_vars_lose", "named_dir", "in_role", "after_role", "depth", "matching", "ignoring",
+         "merged")
 
 
 def _ansible(tmp_path) -> dict:
@@ -66,6 +84,7 @@ def test_include_vars_as_ansible_playbook(tmp_path):
         found = rec.results(t) or rec.results("r : " + t)
         got[t] = found["h1"]["msg"]
     assert got == {t: want[t] for t in TASKS}
+    assert (want["depth"], want["matching"], want["ignoring"]) == ("a,b,ignored", "a,b", "a,b,c")  # the cases differ
 
 
 def test_a_missing_file_fails_the_task_and_a_variable_no_file_defines_is_refused(tmp_path):

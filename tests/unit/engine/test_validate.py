@@ -415,3 +415,30 @@ def test_task_files_that_include_each_other_by_a_template_are_each_read_once(tmp
     """, extra_vars={"first_file": "t0.yml", "next_file": "t1.yml"})
     reads.pop("play.yml")
     assert reads == {f"t{k}.yml": 1 for k in range(n)}
+
+
+# -- a handler's include that cannot be read
+
+HANDLER_PLAY = """
+- hosts: all
+  tasks:
+    - debug: {msg: hi}
+      notify: {notify}
+  handlers:
+    - name: clean (windows)
+      include_tasks: windows.yml
+    - name: clean
+      debug: {msg: clean}
+"""
+
+
+def test_a_handler_nothing_notifies_is_not_refused_for_its_file(tmp_path):
+    write(tmp_path, "- name: delete\n  win_file: {path: x, state: absent}\n", "windows.yml")
+    run(tmp_path, HANDLER_PLAY.replace("{notify}", "clean"))
+
+
+@pytest.mark.parametrize("notify", ["clean (windows)", "'{{ which }}'"])
+def test_a_handler_a_task_can_notify_is_refused_at_its_file(tmp_path, notify):
+    write(tmp_path, "- name: delete\n  win_file: {path: x, state: absent}\n", "windows.yml")
+    msg, where = bad(tmp_path, HANDLER_PLAY.replace("{notify}", notify), {"which": "clean"})
+    assert msg.startswith("unknown module 'win_file'") and where == "windows.yml:2:3"
