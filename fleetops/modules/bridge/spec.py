@@ -65,8 +65,8 @@ def check(module: str, options: dict, args, where: str) -> None:
             kind = opt.get("type") or "str"
             try:
                 converted = _convert(kind, value) if isinstance(kind, str) else value
-            except (TypeError, ValueError) as e:
-                raise BadInput(f"argument '{key}' of module '{module}' must be {kind}, not {value!r} ({e})",
+            except (TypeError, ValueError):
+                raise BadInput(f"argument '{key}' of module '{module}' must be {kind}, not {value!r}",
                                where=_where(args, key, where)) from None
             choices = opt.get("choices")
             if isinstance(choices, dict):
