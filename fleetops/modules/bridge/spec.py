@@ -7,6 +7,9 @@ from __future__ import annotations
 from fleetops.engine.module import Arg
 from fleetops.errors import BadInput
 
+# every type a YAML value has: fleetops' own check lets each through (spec.check decides)
+ANY = (str, bool, int, float, list, dict)
+
 
 def _is_template(value) -> bool:
     return isinstance(value, str) and ("{{" in value or "{%" in value)
@@ -22,7 +25,7 @@ def args_of(options: dict) -> dict:
         opt = opt if isinstance(opt, dict) else {}
         secret = bool(opt.get("no_log")) or bool(PASSWORD_MATCH.match(name))
         for key in (name, *(opt.get("aliases") or ())):
-            out[key] = Arg(type=object, secret=secret)
+            out[key] = Arg(type=ANY, secret=secret)
     return out
 
 
