@@ -26,6 +26,7 @@ class Found:
     options: Optional[dict] = None    # DOCUMENTATION's options; None: undocumented (any argument)
     version: str = ""             # ansible-core's version
     problem: str = ""             # why the bridge refuses it before the run (empty: it can run it)
+    facts: tuple = ()             # RETURN's ansible_facts names, `<option>` standing for an argument
 
 
 def _quiet():
@@ -60,10 +61,14 @@ def find(name: str) -> Optional[Found]:
                 found.action = act.resolved_fqcn
             try:
                 from ansible.utils.plugin_docs import get_docstring
-                doc = get_docstring(found.path, fragment_loader, is_module=True,
-                                    collection_name=".".join(fqcn.split(".")[:2]))[0] or {}
+                doc, _examples, returns, _meta = get_docstring(found.path, fragment_loader, is_module=True,
+                                                               collection_name=".".join(fqcn.split(".")[:2]))
             except Exception:  # noqa: BLE001 - a module whose docs do not parse takes any argument
-                doc = {}
+                doc, returns = {}, {}
+    doc = doc if isinstance(doc, dict) else {}
+    facts = (returns or {}).get("ansible_facts") if isinstance(returns, dict) else None
+    if isinstance(facts, dict) and isinstance(facts.get("contains"), dict):
+        found.facts = tuple(k for k in facts["contains"] if isinstance(k, str))
     if isinstance(doc.get("options"), dict):
         found.options = doc["options"]
     elif "options" in doc:

@@ -5,6 +5,7 @@ to the host payload `ansiballz`, then reading the module's JSON back with ansibl
 from __future__ import annotations
 
 import json
+import re
 from typing import Optional
 
 from fleetops.engine.boolean import boolean
@@ -24,6 +25,21 @@ class Bridged(Module):
             raise BadInput(cls.found.problem, where=where)
         if cls.found.options is not None:
             spec.check(cls.name, cls.found.options, args, where)
+
+    @classmethod
+    def defines(cls, task, base_dir: str) -> set:
+        """The facts the module documents it sets (RETURN's ansible_facts), an `<option>` in a
+        name filled from the task's own literal argument (getent's `getent_<database>`)."""
+        args = task.args if isinstance(task.args, dict) else {}
+        out = set()
+        for name in cls.found.facts:
+            for opt in re.findall(r"<(\w+)>", name):
+                value = args.get(opt)
+                if isinstance(value, str) and "{{" not in value:
+                    name = name.replace(f"<{opt}>", value)
+            if "<" not in name:
+                out.add(name)
+        return out
 
     def run(self, ctx: TaskContext, args: dict) -> dict:
         found = self.found
