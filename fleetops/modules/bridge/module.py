@@ -110,6 +110,6 @@ def bridged(name: str) -> Optional[type[Module]]:
     if found is None:
         return None
     attrs = {"name": name, "found": found, "__doc__": f"ansible-core's {found.fqcn}, through the bridge.",
-             "args": spec.args_of(found.options) if found.options is not None else {},
-             "any_args": found.options is None}
+             "args": spec.args_of(found.options) if found.options is not None and not found.problem else {},
+             "any_args": found.options is None or bool(found.problem)}   # a refused one: refused whole
     return type(f"Bridged_{found.fqcn.replace('.', '_')}", (Bridged,), attrs)
