@@ -1,5 +1,8 @@
 """What fleetops is made of, composed once: the generic modules, then each extension package.
 
+A module name none of them has is asked of ansible-core through the module bridge
+(`fleetops.modules.bridge`) when ansible-core is installed.
+
 This is the one file that names an extension package (`fleetops.hermes`): each registers its
 own modules, commands, `fleetops report` sections and site views through `register(reg)`. The
 CLI, `report.py`, the runner and the engine read what was registered and know nothing of
@@ -11,8 +14,9 @@ import argparse
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from fleetops.engine.module import Module, by_name
+from fleetops.engine.module import ModuleTable, by_name
 from fleetops.hermes import extension as hermes_extension
+from fleetops.modules import bridge
 from fleetops.modules.registry import GENERIC
 
 EXTENSIONS = (hermes_extension,)
@@ -29,7 +33,7 @@ class ReportSection:
 @dataclass
 class Registry:
     description: str = "Run YAML playbooks over SSH across a fleet of hosts."
-    modules: dict[str, type[Module]] = field(default_factory=dict)
+    modules: ModuleTable = field(default_factory=ModuleTable)   # name -> Module class, and the bridge
     commands: list[Callable[[Any], None]] = field(default_factory=list)        # add(subparsers)
     report_options: list[Callable[[argparse.ArgumentParser], None]] = field(default_factory=list)
     report_sections: list[ReportSection] = field(default_factory=list)
@@ -38,7 +42,7 @@ class Registry:
     next_steps: list[str] = field(default_factory=list)     # after `fleetops lab up`: "{inventory}" filled in
 
     def add_modules(self, classes) -> None:
-        self.modules = by_name(list(self.modules.values()) + list(classes))
+        self.modules = ModuleTable(by_name(list(self.modules.values()) + list(classes)), self.modules.resolver)
 
     def add_report_section(self, render, document) -> None:
         self.report_sections.append(ReportSection(render, document))
@@ -51,7 +55,7 @@ def registry() -> Registry:
     """The composed registry (built on first use, then shared)."""
     global _registry
     if _registry is None:
-        reg = Registry()
+        reg = Registry(modules=ModuleTable(resolver=bridge.resolver()))
         reg.add_modules(GENERIC)
         for ext in EXTENSIONS:
             ext.register(reg)

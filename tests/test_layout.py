@@ -272,3 +272,18 @@ def test_the_private_name_check_can_fail():
         "fleetops.p.d:3: fleetops.a._x",
         "fleetops.p.e:5: fleetops.p.b._q",
     ]
+
+
+def test_only_the_module_bridge_imports_ansible():
+    """ansible-core is an optional extra: only fleetops/modules/bridge imports it (inside its
+    functions, so fleetops without it imports), and the engine never does."""
+    found = []
+    for module, source in _sources().items():
+        for line, name in imported(source, module):
+            if _within(name, ("ansible",)) and not _within(module, ("fleetops.modules.bridge",)):
+                found.append(f"{module}:{line}: imports {name}")
+    assert not found, "\n".join(found)
+    top = [f"{m}:{n.lineno}" for m, s in _sources().items() if _within(m, ("fleetops.modules.bridge",))
+           for n in ast.parse(s).body if isinstance(n, (ast.Import, ast.ImportFrom))
+           and any(_within(a.name if isinstance(n, ast.Import) else (n.module or ""), ("ansible",)) for a in n.names)]
+    assert not top, "the bridge imports ansible at module level: " + ", ".join(top)

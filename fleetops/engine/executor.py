@@ -23,7 +23,7 @@ from fleetops.engine import secrets as _secrets
 from fleetops.engine.batches import BatchGate, LocalBatches, order_hosts
 from fleetops.engine.events import EventSink
 from fleetops.engine.hostpool import HostPool
-from fleetops.engine.module import Result
+from fleetops.engine.module import Result, with_modules
 from fleetops.engine.payload import run_payload
 from fleetops.engine.connection.transport import Transport
 from fleetops.engine.playcontext import PlayContext
@@ -60,7 +60,7 @@ class _Run:
             from fleetops.engine.connection.ssh import SSHTransport
             transport_factory = SSHTransport
         self.templar = Templar()
-        self.modules = {**modules, GatherFacts.name: GatherFacts}
+        self.modules = with_modules(modules, (GatherFacts,))
         self.playbook_dir = playbook.dir
         self.omit = f"__omit_place_holder__{uuid.uuid4().hex}"
         self.lock = threading.RLock()

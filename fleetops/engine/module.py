@@ -121,6 +121,59 @@ def result(changed: bool = False, failed: bool = False, msg: str = "", skipped: 
     return out
 
 
+Resolver = Callable[[str], Optional[type[Module]]]
+_BUILTIN = ("ansible.builtin.", "ansible.legacy.")
+
+
+class ModuleTable(dict):
+    """name -> Module class, and a resolver asked for a name the table has not (the ansible-core
+    bridge, fleetops/modules/bridge): what it answers looks like any other module to the engine.
+
+    A name whose `ansible.builtin.` form or short form is native is never resolved, so the native
+    module stays the default; iterating the table lists the native modules only."""
+
+    def __init__(self, native=(), resolver: Optional[Resolver] = None):
+        super().__init__(native)
+        self.resolver = resolver
+        self._resolved: dict[str, Optional[type[Module]]] = {}
+        self._lock = threading.Lock()
+
+    def _resolve(self, name) -> Optional[type[Module]]:
+        if self.resolver is None or not isinstance(name, str) or not name:
+            return None
+        short = next((name[len(p):] for p in _BUILTIN if name.startswith(p)), name)
+        if dict.__contains__(self, short):
+            return None
+        with self._lock:
+            if name not in self._resolved:
+                self._resolved[name] = self.resolver(name)
+            return self._resolved[name]
+
+    def __missing__(self, name):
+        found = self._resolve(name)
+        if found is None:
+            raise KeyError(name)
+        return found
+
+    def __contains__(self, name) -> bool:
+        return dict.__contains__(self, name) or self._resolve(name) is not None
+
+    def get(self, name, default=None):
+        if dict.__contains__(self, name):
+            return dict.__getitem__(self, name)
+        found = self._resolve(name)
+        return default if found is None else found
+
+
+
+def with_modules(modules: dict, classes: Iterable[type[Module]]) -> dict:
+    """`modules` with `classes` set under their names, keeping a ModuleTable's resolver."""
+    added = {**modules, **{cls.name: cls for cls in classes}}
+    if isinstance(modules, ModuleTable):
+        return ModuleTable(added, modules.resolver)
+    return added
+
+
 def by_name(classes: Iterable[type[Module]]) -> dict[str, type[Module]]:
     """name -> Module class. Raises RuntimeError when two classes claim the same name."""
     found: dict[str, type[Module]] = {}

@@ -80,6 +80,8 @@ def _qualified(parts, i) -> bool:
         return before in KEY_QUALIFIERS_BEFORE or after in KEY_QUALIFIERS_AFTER
     if parts[i] == "token":
         return after in TOKEN_QUALIFIERS_AFTER
+    if parts[i] == "passwd":     # getent_passwd: the passwd database's entries (names, ids, homes)
+        return before == "getent"
     return False
 
 

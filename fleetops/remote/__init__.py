@@ -26,6 +26,7 @@ PAYLOADS = {
     "systemd_user": "host.systemd_user",
     "async_job": "host.async_job",
     "async_status": "host.async_status",
+    "ansiballz": "host.ansiballz",
     "sqlite_version": "sqlite.version",
     "salvage": "hermes.salvage",
     "hermes_audit": "hermes.audit",

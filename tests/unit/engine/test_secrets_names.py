@@ -112,3 +112,11 @@ def test_a_count_under_an_index_name_is_not_scrubbed():
 def test_real_credential_names_stay_secret(name):
     assert is_secret_name(name)
     assert mask({name: "s3cr3t"}) == {name: MASK}
+
+
+def test_the_passwd_database_is_not_a_password():
+    """getent's fact of the passwd database (names, ids, homes, an 'x') is shown: scrubbing its
+    values hid every 'x' and '0' of a run's output; a passwd variable still is a secret."""
+    assert not is_secret_name("getent_passwd")
+    assert collect_secret_values({"getent_passwd": {"root": ["x", "0", "0", "root", "/root"]}}) == set()
+    assert is_secret_name("db_passwd") and is_secret_name("passwd") and is_secret_name("getent_password")
