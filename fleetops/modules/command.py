@@ -117,7 +117,10 @@ def run_program(ctx: TaskContext, args: dict, line: str, shown: str) -> dict:
                               cmd=shown, rc=0, stdout=f"skipped, since {why}", stderr="",
                               stdout_lines=[f"skipped, since {why}"], stderr_lines=[])
     if ctx.check:
-        return result(skipped=True, msg=f"would run: {shown}", cmd=shown)
+        # as ansible-core: skipped, unless creates/removes were given (then it "would have run": changed)
+        decided = bool(args.get("creates") or args.get("removes"))
+        return result(skipped=not decided, changed=decided, msg="Command would have run if not in check mode",
+                      cmd=shown, rc=0)
     if args.get("chdir"):
         line = f"cd {quote_path(args['chdir'])} && {line}"
     stdin = None
@@ -158,9 +161,17 @@ def program_result(become_user: str | None, shown: str, res) -> dict:
 class Command(Module):
     name = "command"
     free_form = True
-    args = {**COMMON_ARGS, "argv": Arg(list)}
+    args = {**COMMON_ARGS, "argv": Arg(list), "executable": Arg(str)}   # executable: accepted, ignored, warned
 
     def run(self, ctx: TaskContext, args: dict) -> dict:
+        res = self._run(ctx, args)
+        if args.get("executable"):     # ansible-core's own words: command never used a shell
+            res.setdefault("warnings", []).append(
+                "As of Ansible 2.4, the parameter 'executable' is no longer supported with the 'command' module. "
+                f"Not using '{args['executable']}'.")
+        return res
+
+    def _run(self, ctx: TaskContext, args: dict) -> dict:
         if args.get("argv") is not None:
             argv = [str(a) for a in args["argv"]]
         elif args.get("cmd"):
@@ -171,7 +182,7 @@ class Command(Module):
         else:
             argv = []
         if not argv:
-            return result(failed=True, msg="no command given (cmd or argv)")
+            return result(failed=True, msg="one of the following is required: _raw_params, cmd, argv")
         expand = args.get("expand_argument_vars", True) is not False
         line = " ".join(host_word(a, expand=expand) for a in argv)
         return run_program(ctx, args, line, " ".join(shlex.quote(a) for a in argv))

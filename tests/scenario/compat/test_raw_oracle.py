@@ -1,6 +1,7 @@
 """`raw`, compared with ansible-playbook on the local connection, with and without --check: a
 plain line, a pipe, a line under another shell (`executable`), a failing one; each result's
-`changed`/`failed`/`skipped`, `msg` when failed, `rc` and `stdout_lines`."""
+`changed`/`failed`/`skipped`, `msg` when failed, `rc` and `stdout_lines`; and beside it
+`command`'s `executable` (accepted and ignored, as ansible-core) and a command with none."""
 from __future__ import annotations
 
 import json
@@ -20,6 +21,9 @@ TASKS = [
     ("pipe", "raw: \"echo 'foo,bar,baz' | cut -d, -f2 | tr b c\""),
     ("another shell", "raw: echo $0\n      args: {executable: '@BASH@'}"),
     ("failing", "raw: echo out; echo err >&2; exit 3"),
+    ("command executable", "command: echo $0\n      args: {executable: /bogus}"),
+    ("command without one", "command:\n      args: {chdir: /}"),
+    ("command, creates absent", "command: echo hi\n      args: {creates: /nosuch}"),
 ]
 PLAYBOOK = "- hosts: h1\n  gather_facts: false\n  tasks:\n" + "".join(
     f"    - name: {name}\n      {body}\n      ignore_errors: true\n" for name, body in TASKS)
