@@ -2,9 +2,9 @@
 command gets its own exec channel.
 
 Hosts are 30-150 ms away, so round trips decide: after the version and key exchange (2), the
-signed public-key request goes at once (1), and a command after the first runs on a channel
-opened while the one before it ran, its exec reply not waited for (1; 2 with stdin, which waits
-for the window sshd opens at exec). tests/lab/engine/connection/test_ssh_round_trips.py counts them.
+signed public-key request goes at once (1), and each command costs its channel's open and its
+exec, whose reply is not waited for (2; 3 with stdin, which waits for the window sshd opens at
+exec). tests/lab/engine/connection/test_ssh_round_trips.py counts them.
 
 The host key is checked as OpenSSH's `StrictHostKeyChecking yes` (or `accept-new` with
 --accept-new-host-keys) by hostkeys.py, never by paramiko's AutoAddPolicy; keys and the agent
@@ -104,29 +104,6 @@ def _prefer_aead(t) -> None:
     opts.ciphers = first + tuple(c for c in have if c not in first)
 
 
-class _Spare:
-    """A session channel opened in the background for the command after the running one: its
-    open round trip overlaps that command's instead of preceding the next. sshd opens a
-    session's window only at exec, so a command with stdin still waits one trip for it."""
-
-    def __init__(self, t: paramiko.Transport, timeout: float):
-        self.chan: paramiko.Channel | None = None
-        self._thread = threading.Thread(target=self._open, args=(t, timeout), daemon=True)
-        self._thread.start()
-
-    def _open(self, t: paramiko.Transport, timeout: float) -> None:
-        try:
-            self.chan = t.open_session(timeout=timeout)
-        except (paramiko.SSHException, EOFError, OSError):
-            pass            # the next command opens a channel itself and reports what is wrong
-
-    def take(self, timeout: float) -> paramiko.Channel | None:
-        """The opened channel, or None (it failed, or the server closed it)."""
-        self._thread.join(timeout)
-        chan = self.chan
-        return chan if chan is not None and not chan.closed else None
-
-
 def _channel_request(chan: paramiko.Channel, kind: str, want_reply: bool, arg: str) -> None:
     """An RFC 4254 channel request with one string argument, sent without waiting for its reply
     (paramiko's own requests wait for theirs)."""
@@ -165,7 +142,6 @@ class SSHTransport(Transport):
         self._t: paramiko.Transport | None = None
         self._jump: SSHTransport | None = None
         self._agent = None       # kept open while the connection may need agent signatures
-        self._spare: _Spare | None = None     # the next command's channel, opened ahead
         self._lock = threading.RLock()
         self.host_key_name = known_hosts_name(params.address, params.port)
 
@@ -394,20 +370,16 @@ class SSHTransport(Transport):
             return self._exec(self._active(), command)
 
     def _exec(self, t: paramiko.Transport, command: str) -> paramiko.Channel:
-        """`command` started on a session channel: the spare one opened while the last command ran
-        (else a new one, a round trip), its exec request sent without waiting for the reply (the
-        command's stdin and EOF follow in the same flight; a refusal closes the channel, which the
-        reader reports), and a spare opened for the next command while this one runs."""
-        wait = float(self.params.connect_timeout)
-        spare, self._spare = self._spare, None
-        chan = spare.take(wait) if spare is not None else None
+        """`command` started on a new session channel, its exec request sent without waiting for
+        the reply (the command's stdin and EOF follow in the same flight; a refusal closes the
+        channel, which the reader reports). A channel opened ahead, while the command before ran,
+        saved the open's round trip but made sshd drop the connection ("ieof packet referred to
+        nonexistent channel") on quick command sequences (tests/lab/faults/test_hostile_input.py)."""
         try:
-            if chan is None:
-                chan = t.open_session(timeout=wait)
+            chan = t.open_session(timeout=float(self.params.connect_timeout))
             _channel_request(chan, "exec", True, command)
         except (paramiko.SSHException, EOFError, OSError) as e:
             raise self._lost(e) from e
-        self._spare = _Spare(t, wait)
         return chan
 
     def collect_held(self, chan: Channel, line: bytes, timeout: float | None, max_output: int | None = None) -> CommandResult:
@@ -507,7 +479,6 @@ class SSHTransport(Transport):
 
     def close(self) -> None:
         with self._lock:
-            self._spare = None                  # its channel goes with the connection
             t, self._t = self._t, None
             if t is not None:
                 try:

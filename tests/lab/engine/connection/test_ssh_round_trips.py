@@ -2,9 +2,9 @@
 
 Real hosts are 30-150 ms away, where round trips decide. The proxy counts the exchange's causal
 depth (by the order of what it forwards, not by time), so these are counts, never durations:
-version+kex 2, public-key auth 1 (the signed request sent at once), the first command 2 (its
-channel opened, then exec), every later command 1 (its channel opened while the one before ran,
-exec's reply not waited for), 2 with stdin (sshd opens the window at exec).
+version+kex 2, public-key auth 1 (the signed request sent at once), every command 2 (its
+channel opened, then exec, whose reply is not waited for), 3 with stdin (sshd opens the window
+at exec).
 """
 import dataclasses
 import os
@@ -67,7 +67,7 @@ def test_auth_costs_one_round_trip_after_the_key_exchange(proxied):
         t.close()
 
 
-def test_a_later_command_costs_one_round_trip(proxied):
+def test_each_command_costs_its_channel_and_its_exec(proxied):
     proxy, name, params = proxied
     t = SSHTransport(params)
     t.connect()
@@ -81,11 +81,11 @@ def test_a_later_command_costs_one_round_trip(proxied):
     finally:
         t.close()
     assert outputs == [(0, b"one\n"), (0, b"two\n"), (0, b"three\n"), (0, b"four\n")]
-    # the first opens its channel; stdin waits for the window sshd opens at exec
-    assert costs == [2, 1, 2, 1]
+    # each opens its channel, then execs; stdin waits for the window sshd opens at exec
+    assert costs == [2, 2, 3, 2]
 
 
-def test_commands_after_the_run_lock_cost_one_round_trip_each(proxied):
+def test_commands_after_the_run_lock_cost_two_round_trips_each(proxied):
     proxy, name, params = proxied
     s = HostSession(SSHTransport(params), run_id=f"round-trips-{os.getpid()}")
     s.connect()
@@ -97,7 +97,7 @@ def test_commands_after_the_run_lock_cost_one_round_trip_each(proxied):
             costs.append(proxy.trips(name) - before)
     finally:
         s.close()
-    assert costs == [3, 1, 1]       # the lock's channel opened, its answer read, then the command
+    assert costs == [4, 2, 2]       # the lock's channel and its answer, then each command's channel and exec
 
 
 def _keygen(path, typ="ed25519"):
@@ -128,8 +128,8 @@ def test_an_rsa_key_and_a_refused_key_before_the_right_one_still_authenticate(la
 
 
 def test_a_host_allowing_two_sessions_runs_every_command(lab, tmp_path):
-    """With MaxSessions 2 sshd may refuse a spare channel (it frees a closed session after
-    reading what came with its close): the next command then opens its own, as before."""
+    """With MaxSessions 2 (sshd frees a closed session only after reading what came with its
+    close), commands in quick turn, one with stdin, each still get their channel."""
     h = lab.hosts[3]
     with own_sshd(h, tmp_path, lambda text: text.replace("MaxSessions 200", "MaxSessions 2")) as port:
         typ, b64 = _read(h["host_key"] + ".pub").split()[:2]
