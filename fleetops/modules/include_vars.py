@@ -8,6 +8,7 @@ import glob
 import os
 import re
 
+from fleetops.engine.templating.filters import merge
 from fleetops.engine.varsfile import load_vars_file
 from fleetops.errors import BadInput
 from fleetops.engine.module import Arg, Module, TaskContext, result
@@ -57,16 +58,6 @@ def dir_files(path: str, extensions, depth: int = 0, matching: str | None = None
                 raise ValueError(f"{full} does not have a valid extension: {', '.join(extensions)}")
             out.append(full)
     return out
-
-
-def _merge(old, new):
-    """hash_behaviour=merge: mappings merged key by key, recursively; anything else replaced."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        out = dict(old)
-        for k, v in new.items():
-            out[k] = _merge(old.get(k), v) if k in old else v
-        return out
-    return new
 
 
 class IncludeVars(Module):
@@ -139,5 +130,7 @@ class IncludeVars(Module):
         if args.get("name"):
             data = {str(args["name"]): data}
         if args.get("hash_behaviour") == "merge":
-            data = {k: _merge(ctx.variables[k], v) if k in ctx.variables else v for k, v in data.items()}
+            old = ctx.variables
+            data = {k: merge(old[k], v, recursive=True) if isinstance(old.get(k), dict) and isinstance(v, dict) else v
+                    for k, v in data.items()}
         return result(ansible_included_vars=data, ansible_included_var_files=files)

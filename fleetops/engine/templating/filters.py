@@ -98,11 +98,12 @@ def _f_regex_replace(value, pattern="", replacement="", ignorecase=False, multil
     return re.sub(pattern, replacement, str(value), count=count, flags=_re_flags(ignorecase, multiline))
 
 
-def _merge(a: dict, b: dict, recursive: bool, list_merge: str) -> dict:
+def merge(a: dict, b: dict, recursive: bool, list_merge: str = "replace") -> dict:
+    """ansible-core's combine of two mappings (also include_vars' hash_behaviour=merge)."""
     out = dict(a)
     for k, v in b.items():
         if recursive and isinstance(out.get(k), dict) and isinstance(v, dict):
-            out[k] = _merge(out[k], v, recursive, list_merge)
+            out[k] = merge(out[k], v, recursive, list_merge)
         elif list_merge != "replace" and isinstance(out.get(k), list) and isinstance(v, list):
             old = out[k]
             if list_merge == "append":
@@ -128,7 +129,7 @@ def _f_combine(*dicts, recursive=False, list_merge="replace"):
         for one in (d if isinstance(d, list) else [d]):
             if not isinstance(one, dict):
                 raise TemplateError(f"template error: combine expects mappings, got {type(one).__name__}")
-            result = _merge(result, one, recursive, list_merge)
+            result = merge(result, one, recursive, list_merge)
     return result
 
 
